@@ -18,20 +18,23 @@ class Registry(Generic[T]):
     ----------
     kind : str
         What the family is called in messages, e.g. ``"optimizer"``.
+    case_sensitive : bool, default False
+        Operators need True: MXNet's ``Softmax`` (a loss head) is not ``softmax``.
     """
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, case_sensitive: bool = False):
         self.kind = kind
+        self._key = (lambda n: n) if case_sensitive else str.lower
         self._classes: dict[str, type] = {}
 
     def register(self, cls: type[T] | None = None, *, name: str | None = None):
-        """Register ``cls`` under ``name`` (default: its lower-cased class name).
+        """Register ``cls`` under ``name`` (default: its class name).
 
         Usable as ``@reg.register`` or ``reg.register(cls, name=...)``. Re-registering a
         name warns and replaces, as MXNet does.
         """
         def add(klass: type[T]) -> type[T]:
-            key = (name or klass.__name__).lower()
+            key = self._key(name or klass.__name__)
             old = self._classes.get(key)
             if old is not None and old is not klass:
                 warnings.warn(f"{self.kind} {key!r} is being overridden: "
@@ -54,7 +57,7 @@ class Registry(Generic[T]):
         if not isinstance(name, str):
             raise TypeError(f"{self.kind} name must be a str, got {type(name).__name__}")
         try:
-            return self._classes[name.lower()]
+            return self._classes[self._key(name)]
         except KeyError:
             raise ValueError(f"unknown {self.kind} {name!r}; known {self.kind}s: "
                              f"{', '.join(sorted(self._classes))}") from None
@@ -66,7 +69,7 @@ class Registry(Generic[T]):
         return self.get(name)(*args, **kwargs)
 
     def __contains__(self, name: str) -> bool:
-        return isinstance(name, str) and name.lower() in self._classes
+        return isinstance(name, str) and self._key(name) in self._classes
 
     def names(self) -> list[str]:
         """Every registered name, sorted."""

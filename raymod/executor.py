@@ -1,0 +1,463 @@
+"""``Executor``: a symbol bound to arrays on one device.
+
+At bind time the graph becomes a :class:`Plan` (topological steps over numbered slots, which
+slots each step reads and writes, which values backward keeps, when every other value can be
+dropped, which inputs need a gradient). ``forward`` and ``backward`` only walk the plan.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .base import MXNetError, names_list
+from .context import Context
+from .ops.base import Op, known
+from .symbol.infer import shape_values, type_values
+from .symbol.symbol import Symbol
+
+GRAD_REQS = ("write", "add", "null")
+
+
+@dataclass
+class Step:
+    """One op node of the plan."""
+
+    op: Op
+    name: str
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    aux: tuple[int, ...]
+    need_grad: tuple[bool, ...]
+    keep_in: tuple[bool, ...]
+    keep_out: tuple[bool, ...]
+
+    @property
+    def has_backward(self) -> bool:
+        return any(self.need_grad)
+
+
+@dataclass
+class Plan:
+    """What an executor runs, fixed at bind; printable for debugging."""
+
+    steps: list[Step]
+    slot_shapes: list[tuple]
+    slot_dtypes: list[np.dtype]
+    arg_slots: list[int]
+    head_slots: list[int]
+    free_infer: list[tuple[int, ...]] = field(default_factory=list)
+    free_train: list[tuple[int, ...]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        rows = [f"{'step':>4} {'op':<24} {'name':<24} inputs -> outputs (backward keeps)"]
+        for i, st in enumerate(self.steps):
+            keep = [s for s, k in zip(st.inputs, st.keep_in) if k] + \
+                   [s for s, k in zip(st.outputs, st.keep_out) if k]
+            rows.append(f"{i:>4} {st.op.name:<24} {st.name:<24} {list(st.inputs)} -> "
+                        f"{list(st.outputs)} ({keep})")
+        return "\n".join(rows)
+
+
+def build_plan(symbol: Symbol, shapes: dict, dtypes: dict, needs_grad: dict[str, bool]) -> Plan:
+    """Number every graph entry, order the steps and work out value lifetimes."""
+    slots: dict[tuple[int, int], int] = {}
+    slot_shapes, slot_dtypes = [], []
+
+    def slot(entry: tuple[int, int]) -> int:
+        if entry not in slots:
+            slots[entry] = len(slot_shapes)
+            slot_shapes.append(shapes[entry])
+            slot_dtypes.append(dtypes[entry])
+        return slots[entry]
+
+    aux_index = {name: i for i, name in enumerate(symbol.list_auxiliary_states())}
+    arg_names = symbol.list_arguments()
+    variables = {n.name: n for n in symbol.topo() if n.is_variable}
+    arg_slots = [slot((id(variables[n]), 0)) for n in arg_names]
+    grad_slot = {s: needs_grad[n] for s, n in zip(arg_slots, arg_names)}
+    steps = []
+    for node in symbol.topo():
+        if node.is_variable:
+            continue
+        op, nargs = node.op, node.num_args()
+        ins = tuple(slot((id(i), k)) for i, k in node.inputs[:nargs])
+        outs = tuple(slot((id(node), k)) for k in range(len(op.list_outputs())))
+        no_grad = set(op.no_grad_inputs)
+        need = tuple(grad_slot.get(s, False) and name not in no_grad
+                     for s, name in zip(ins, op.list_arguments()))
+        for s in outs:
+            grad_slot[s] = any(need)
+        steps.append(Step(op, node.name, ins, outs,
+                          tuple(aux_index[i.name] for i, _ in node.inputs[nargs:]), need,
+                          tuple(k in op.retain_inputs for k in range(len(ins))),
+                          tuple(k in op.retain_outputs for k in range(len(outs)))))
+    head_slots = [slots[(id(n), k)] for n, k in symbol.outputs]
+    plan = Plan(steps, slot_shapes, slot_dtypes, arg_slots, head_slots)
+    _plan_lifetimes(plan)
+    return plan
+
+
+def _plan_lifetimes(plan: Plan) -> None:
+    """Drop each value after its last reader, unless it is a head, an argument or kept."""
+    last_use = {}
+    for i, st in enumerate(plan.steps):
+        for s in st.outputs:
+            last_use.setdefault(s, i)
+        for s in st.inputs:
+            last_use[s] = i
+    kept = set()
+    for st in plan.steps:
+        if st.has_backward:
+            kept.update(s for s, k in zip(st.inputs, st.keep_in) if k)
+            kept.update(s for s, k in zip(st.outputs, st.keep_out) if k)
+    pinned = set(plan.head_slots) | set(plan.arg_slots)
+    infer = [[] for _ in plan.steps]
+    train = [[] for _ in plan.steps]
+    for s, i in last_use.items():
+        if s in pinned:
+            continue
+        infer[i].append(s)
+        if s not in kept:
+            train[i].append(s)
+    plan.free_infer = [tuple(f) for f in infer]
+    plan.free_train = [tuple(f) for f in train]
+
+
+def _normalise_grad_req(grad_req, arg_names: list[str]) -> dict[str, str]:
+    if isinstance(grad_req, str):
+        reqs = {n: grad_req for n in arg_names}
+    elif isinstance(grad_req, (list, tuple)):
+        if len(grad_req) != len(arg_names):
+            raise MXNetError(f"grad_req: {len(grad_req)} entries for {len(arg_names)} arguments")
+        reqs = dict(zip(arg_names, grad_req))
+    elif isinstance(grad_req, Mapping):
+        unknown = set(grad_req) - set(arg_names)
+        if unknown:
+            raise MXNetError(f"grad_req names unknown argument(s) {names_list(unknown)}")
+        reqs = {n: grad_req.get(n, "null") for n in arg_names}
+    else:
+        raise TypeError(f"grad_req must be a str, list or dict, got {type(grad_req).__name__}")
+    for name, req in reqs.items():
+        if req not in GRAD_REQS:
+            raise MXNetError(f"grad_req of {name!r} must be one of {GRAD_REQS}, got {req!r}")
+    return reqs
+
+
+class Executor:
+    """A bound symbol: arrays for every argument, gradient and auxiliary state on ``ctx``.
+
+    Made by :meth:`Symbol.simple_bind` or :meth:`Symbol.bind`; not constructed directly.
+    """
+
+    def __init__(self, symbol: Symbol, ctx: Context, arg_arrays: list, grad_arrays: list,
+                 aux_arrays: list, grad_req: dict[str, str], plan: Plan):
+        self._symbol = symbol
+        self._ctx = ctx
+        self._xp = ctx.xp
+        self.arg_arrays = arg_arrays
+        self.grad_arrays = grad_arrays
+        self.aux_arrays = aux_arrays
+        self._grad_req = grad_req
+        self.plan = plan
+        self._arg_names = symbol.list_arguments()
+        self._aux_names = symbol.list_auxiliary_states()
+        self.arg_dict = dict(zip(self._arg_names, arg_arrays))
+        self.grad_dict = {n: g for n, g in zip(self._arg_names, grad_arrays) if g is not None}
+        self.aux_dict = dict(zip(self._aux_names, aux_arrays))
+        self._values: list = [None] * len(plan.slot_shapes)
+        self._saved: list = [None] * len(plan.steps)
+        self._trained = False
+        self._ones: dict = {}
+        self._monitor = None
+        self.outputs: list = []
+
+    # --- construction -------------------------------------------------------------------------
+    @classmethod
+    def simple_bind(cls, symbol: Symbol, ctx: Context, grad_req="write", type_dict=None,
+                    shared_arg_names=None, shared_exec: "Executor | None" = None,
+                    shared_buffer: dict | None = None, shapes: dict | None = None) -> "Executor":
+        """See :meth:`Symbol.simple_bind`."""
+        shapes = dict(shapes or {})
+        for name, shape in shapes.items():
+            if not isinstance(shape, (tuple, list)) or not all(
+                    isinstance(d, (int, np.integer)) for d in shape):
+                raise TypeError(f"simple_bind: shape of {name!r} must be a tuple of ints, "
+                                f"got {type(shape).__name__}")
+        arg_names = symbol.list_arguments()
+        reqs = _normalise_grad_req(grad_req, arg_names)
+        values, types = cls._infer(symbol, shapes, type_dict or {}, "simple_bind")
+        xp = ctx.xp
+        variables = {n.name: n for n in symbol.topo() if n.is_variable}
+        shared_args = set(shared_arg_names) if shared_arg_names is not None else None
+
+        def allocate(name: str, pool: dict | None, buffer_ok: bool):
+            key = (id(variables[name]), 0)
+            shape, dtype = values[key], types[key]
+            if pool is not None and name in pool:
+                old = pool[name]
+                if tuple(old.shape) == shape and old.dtype == dtype:
+                    return old
+            if buffer_ok and shared_buffer is not None:
+                old = shared_buffer.get(name)
+                size = int(np.prod(shape))
+                if old is not None and old.dtype == dtype and old.size >= size:
+                    return old.reshape(-1)[:size].reshape(shape)
+                with ctx.scope():
+                    new = xp.zeros(shape, dtype)
+                shared_buffer[name] = new
+                return new
+            with ctx.scope():
+                return xp.zeros(shape, dtype)
+
+        def shares(name: str) -> bool:
+            return shared_exec is not None and (shared_args is None or name in shared_args)
+
+        args, grads = [], []
+        for name in arg_names:
+            is_param = shared_args is not None and name in shared_args
+            args.append(allocate(name, shared_exec.arg_dict if shares(name) else None,
+                                 not is_param))
+            grads.append(None if reqs[name] == "null" else
+                         allocate(name, shared_exec.grad_dict if shares(name) else None, False))
+        aux = [allocate(n, shared_exec.aux_dict if shared_exec else None, False)
+               for n in symbol.list_auxiliary_states()]
+        plan = build_plan(symbol, values, types, {n: r != "null" for n, r in reqs.items()})
+        return cls(symbol, ctx, args, grads, aux, reqs, plan)
+
+    @classmethod
+    def bind(cls, symbol: Symbol, ctx: Context, args, args_grad=None, grad_req="write",
+             aux_states=None) -> "Executor":
+        """See :meth:`Symbol.bind`."""
+        arg_names = symbol.list_arguments()
+        aux_names = symbol.list_auxiliary_states()
+        args = cls._as_list(args, arg_names, "args", required=True)
+        aux = cls._as_list(aux_states, aux_names, "aux_states", required=bool(aux_names))
+        if args_grad is None:
+            grads = [None] * len(arg_names)
+            reqs = {n: "null" for n in arg_names}
+        else:
+            grads = cls._as_list(args_grad, arg_names, "args_grad", required=False)
+            reqs = _normalise_grad_req(grad_req, arg_names)
+            reqs = {n: (r if g is not None else "null") for (n, r), g in zip(reqs.items(), grads)}
+        shapes = {n: tuple(a.shape) for n, a in zip(arg_names + aux_names, args + aux)}
+        dtypes = {n: a.dtype for n, a in zip(arg_names + aux_names, args + aux)}
+        values, types = cls._infer(symbol, shapes, dtypes, "bind")
+        for name, g, a in zip(arg_names, grads, args):
+            if g is not None and tuple(g.shape) != tuple(a.shape):
+                raise MXNetError(f"bind: gradient array of {name!r} has shape {tuple(g.shape)}, "
+                                 f"the argument has {tuple(a.shape)}")
+        plan = build_plan(symbol, values, types, {n: r != "null" for n, r in reqs.items()})
+        return cls(symbol, ctx, args, grads, aux, reqs, plan)
+
+    @staticmethod
+    def _as_list(arrays, names: list[str], what: str, required: bool) -> list:
+        if arrays is None:
+            arrays = {}
+        if isinstance(arrays, Mapping):
+            missing = [n for n in names if n not in arrays]
+            if missing and required:
+                raise MXNetError(f"bind: {what} is missing {names_list(missing)}; "
+                                 f"needed: {', '.join(names)}")
+            extra = set(arrays) - set(names)
+            if extra:
+                raise MXNetError(f"bind: {what} has unknown name(s) {names_list(extra)}")
+            return [arrays.get(n) for n in names]
+        arrays = list(arrays)
+        if len(arrays) != len(names):
+            raise MXNetError(f"bind: {what} has {len(arrays)} arrays, expected {len(names)} "
+                             f"({', '.join(names)})")
+        return arrays
+
+    @staticmethod
+    def _infer(symbol: Symbol, shapes: dict, dtypes: dict, what: str):
+        values = shape_values(symbol, shapes)
+        unknown = [n.name for n in symbol.topo()
+                   if n.is_variable and not known(values.get((id(n), 0)))]
+        if unknown:
+            given = ", ".join(f"{k}={v}" for k, v in shapes.items())
+            raise MXNetError(f"{what}: cannot infer the shape of {names_list(unknown)} from the "
+                             f"given shapes ({given or 'none'}); give them explicitly")
+        unknown_entries = [e for n in symbol.topo() if n.op is not None
+                           for e in ((id(n), k) for k in range(len(n.op.list_outputs())))
+                           if not known(values.get(e))]
+        if unknown_entries:
+            raise MXNetError(f"{what}: some operator outputs have no inferable shape")
+        types = type_values(symbol, {k: np.dtype(v) for k, v in dtypes.items()})
+        float32 = np.dtype("float32")
+        for key in values:
+            types.setdefault(key, float32)
+        return values, types
+
+    # --- running ------------------------------------------------------------------------------
+    def forward(self, is_train: bool = False, **kwargs) -> list:
+        """Run the graph. ``kwargs`` are copied into the named argument arrays first."""
+        xp = self._xp
+        for name, value in kwargs.items():
+            target = self.arg_dict.get(name)
+            if target is None:
+                raise MXNetError(f"forward: unknown argument {name!r}; arguments: "
+                                 f"{', '.join(self._arg_names)}")
+            if tuple(value.shape) != tuple(target.shape):
+                raise MXNetError(f"forward: {name!r} has shape {tuple(value.shape)}, the executor "
+                                 f"was bound with {tuple(target.shape)} (use reshape)")
+            target[...] = xp.asarray(value)
+        plan, vals, saved, aux = self.plan, self._values, self._saved, self.aux_arrays
+        for s, a in zip(plan.arg_slots, self.arg_arrays):
+            vals[s] = a
+        free = plan.free_train if is_train else plan.free_infer
+        with self._ctx.scope():
+            for i, st in enumerate(plan.steps):
+                outs, saved[i] = st.op.forward(xp, [vals[s] for s in st.inputs],
+                                               [aux[k] for k in st.aux], is_train)
+                for s, o in zip(st.outputs, outs):
+                    vals[s] = o
+                if self._monitor is not None:
+                    self._report(st, outs)
+                for s in free[i]:
+                    vals[s] = None
+        self._trained = is_train
+        self.outputs = [vals[s] for s in plan.head_slots]
+        return self.outputs
+
+    def backward(self, out_grads=None, is_train: bool = True) -> None:
+        """Gradients of the outputs' heads into :attr:`grad_arrays`, per ``grad_req``.
+
+        ``out_grads`` are the head gradients (one per output); loss heads ignore them and
+        other heads default to ones.
+        """
+        if not self._trained:
+            raise MXNetError("backward needs a forward(is_train=True) first")
+        xp, plan, vals = self._xp, self.plan, self._values
+        grads: list = [None] * len(plan.slot_shapes)
+        if out_grads is not None:
+            if not isinstance(out_grads, (list, tuple)):
+                out_grads = [out_grads]
+            if len(out_grads) != len(plan.head_slots):
+                raise MXNetError(f"backward: {len(out_grads)} out_grads for "
+                                 f"{len(plan.head_slots)} outputs")
+            for s, g in zip(plan.head_slots, out_grads):
+                grads[s] = xp.asarray(g)
+        else:
+            for s in plan.head_slots:
+                grads[s] = self._ones_like_slot(s)
+        with self._ctx.scope():
+            for i in range(len(plan.steps) - 1, -1, -1):
+                st = plan.steps[i]
+                if not st.has_backward:
+                    continue
+                ogs = [grads[s] for s in st.outputs]
+                if not st.op.is_loss:
+                    if all(g is None for g in ogs):
+                        continue
+                    ogs = [self._zeros_like_slot(s) if g is None else g
+                           for s, g in zip(st.outputs, ogs)]
+                in_grads = st.op.backward(
+                    xp, ogs, [vals[s] if k else None for s, k in zip(st.inputs, st.keep_in)],
+                    [vals[s] if k else None for s, k in zip(st.outputs, st.keep_out)],
+                    self._saved[i], list(st.need_grad))
+                for s, g, need in zip(st.inputs, in_grads, st.need_grad):
+                    if need and g is not None:
+                        grads[s] = g if grads[s] is None else grads[s] + g
+                for s in st.outputs:
+                    grads[s] = None
+            for name, s, target in zip(self._arg_names, plan.arg_slots, self.grad_arrays):
+                if target is None:
+                    continue
+                g = grads[s]
+                if g is not None and tuple(g.shape) != tuple(target.shape):
+                    raise MXNetError(f"backward: gradient of {name!r} has shape "
+                                     f"{tuple(g.shape)}, expected {tuple(target.shape)}")
+                if self._grad_req[name] == "write":
+                    if g is None:
+                        target[...] = 0
+                    else:
+                        target[...] = g
+                elif g is not None:
+                    target += g
+
+    def forward_backward(self, **kwargs) -> list:
+        """``forward(is_train=True, **kwargs)`` then ``backward()``."""
+        outputs = self.forward(is_train=True, **kwargs)
+        self.backward()
+        return outputs
+
+    def _ones_like_slot(self, s: int):
+        op_is_loss = any(st.op.is_loss for st in self.plan.steps if s in st.outputs)
+        if op_is_loss:
+            return None
+        key = (self.plan.slot_shapes[s], self.plan.slot_dtypes[s])
+        if key not in self._ones:
+            with self._ctx.scope():
+                self._ones[key] = self._xp.ones(*key)
+        return self._ones[key]
+
+    def _zeros_like_slot(self, s: int):
+        with self._ctx.scope():
+            return self._xp.zeros(self.plan.slot_shapes[s], self.plan.slot_dtypes[s])
+
+    # --- monitor ------------------------------------------------------------------------------
+    def set_monitor_callback(self, callback, monitor_all: bool = False) -> None:
+        """Call ``callback(name, array)`` for every op output (and inputs if monitor_all)."""
+        self._monitor = (callback, monitor_all)
+
+    def _report(self, st: Step, outs: list) -> None:
+        callback, monitor_all = self._monitor
+        if monitor_all:
+            for name, s in zip(st.op.list_arguments(), st.inputs):
+                callback(f"{st.name}_{name}", self._values[s])
+        for name, o in zip(st.op.list_outputs(), outs):
+            callback(f"{st.name}_{name}", o)
+
+    # --- views --------------------------------------------------------------------------------
+    @property
+    def output_dict(self) -> dict[str, Any]:
+        return dict(zip(self._symbol.list_outputs(), self.outputs))
+
+    @property
+    def symbol(self) -> Symbol:
+        return self._symbol
+
+    @property
+    def ctx(self) -> Context:
+        return self._ctx
+
+    @property
+    def grad_req(self) -> dict[str, str]:
+        return dict(self._grad_req)
+
+    def copy_params_from(self, arg_params: dict, aux_params: dict | None = None,
+                         allow_extra_params: bool = False) -> None:
+        """Copy values into this executor's argument and auxiliary arrays, by name."""
+        for params, table, what in ((arg_params, self.arg_dict, "argument"),
+                                    (aux_params or {}, self.aux_dict, "auxiliary state")):
+            for name, value in params.items():
+                target = table.get(name)
+                if target is None:
+                    if allow_extra_params:
+                        continue
+                    raise MXNetError(f"copy_params_from: no {what} named {name!r}")
+                if tuple(value.shape) != tuple(target.shape):
+                    raise MXNetError(f"copy_params_from: {name!r} has shape {tuple(value.shape)}, "
+                                     f"expected {tuple(target.shape)}")
+                target[...] = self._xp.asarray(value)
+
+    def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
+                **kwargs) -> "Executor":
+        """A new executor for new input shapes, sharing arrays whose shape is unchanged."""
+        values = shape_values(self._symbol, kwargs)
+        variables = {n.name: n for n in self._symbol.topo() if n.is_variable}
+        for name, arr in list(self.arg_dict.items()) + list(self.aux_dict.items()):
+            new = values.get((id(variables[name]), 0))
+            if new is not None and tuple(new) != tuple(arr.shape) and name not in kwargs \
+                    and not partial_shaping:
+                raise MXNetError(f"reshape: the shape of {name!r} changes from "
+                                 f"{tuple(arr.shape)} to {new}; pass partial_shaping=True")
+        types = {n: a.dtype for n, a in self.arg_dict.items()}
+        return Executor.simple_bind(self._symbol, self._ctx, grad_req=self._grad_req,
+                                    type_dict=types, shared_exec=self, shapes=kwargs)
+
+    def debug_str(self) -> str:
+        """The plan, one line per step."""
+        return str(self.plan)

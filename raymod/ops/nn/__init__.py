@@ -1,0 +1,1 @@
+"""Neural-network layers: FullyConnected, Convolution, Pooling, activations, normalisation."""

@@ -1,0 +1,1 @@
+"""Array operators: shape changes, elementwise and broadcast arithmetic, reductions, math."""

@@ -1,0 +1,33 @@
+"""``rm.sym`` / ``rm.symbol``: build graphs with MXNet's symbolic API.
+
+Every registered operator is a function here under its MXNet name(s), e.g.
+``rm.sym.FullyConnected(data, num_hidden=10, name='fc1')``.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..ops import OPS
+from .naming import AttrScope, NameManager, Prefix
+from .symbol import Group, Node, Symbol, Variable, create, load, load_json, var
+
+
+def _op_function(op_name: str) -> Callable[..., Symbol]:
+    op_cls = OPS.get(op_name)
+
+    def apply(*args: Symbol, name: str | None = None, attr: dict | None = None, **kwargs) -> Symbol:
+        return create(op_name, args, kwargs, name=name, attr=attr)
+    apply.__name__ = apply.__qualname__ = op_name
+    apply.__doc__ = op_cls.__doc__
+    return apply
+
+
+for _name in OPS.names():
+    globals()[_name] = _op_function(_name)
+
+
+def __getattr__(name: str) -> Callable[..., Symbol]:
+    # ops registered after import (user-defined) are reachable too
+    if name in OPS:
+        return _op_function(name)
+    raise AttributeError(f"module 'raymod.symbol' has no attribute {name!r}")

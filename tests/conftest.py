@@ -1,0 +1,22 @@
+"""Shared fixtures: the compute backends (numpy always, CuPy when a GPU is present)."""
+import numpy as np
+import pytest
+
+import raymod as rm
+from raymod.context import gpu_available
+
+
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def ctx(request):
+    """Every backend test runs on rm.cpu(0) and, where CuPy sees a GPU, on rm.gpu(0)."""
+    if request.param == "gpu":
+        if not gpu_available():
+            pytest.skip("no CuPy or no CUDA device: GPU backend not tested here")
+        return rm.gpu(0)
+    return rm.cpu(0)
+
+
+@pytest.fixture
+def rng():
+    """A seeded numpy generator for test data."""
+    return np.random.default_rng(1234)
