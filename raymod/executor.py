@@ -6,8 +6,9 @@ dropped, which inputs need a gradient). ``forward`` and ``backward`` only walk t
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -32,6 +33,7 @@ class Step:
     need_grad: tuple[bool, ...]
     keep_in: tuple[bool, ...]
     keep_out: tuple[bool, ...]
+    forward: Callable = None  # op.forward, with output shapes bound for creation ops
 
     @property
     def has_backward(self) -> bool:
@@ -89,10 +91,14 @@ def build_plan(symbol: Symbol, shapes: dict, dtypes: dict, needs_grad: dict[str,
                      for s, name in zip(ins, op.list_arguments()))
         for s in outs:
             grad_slot[s] = any(need)
+        forward = op.forward
+        if op.needs_out_shapes:
+            forward = functools.partial(op.forward, out_shapes=[slot_shapes[s] for s in outs],
+                                        out_dtypes=[slot_dtypes[s] for s in outs])
         steps.append(Step(op, node.name, ins, outs,
                           tuple(aux_index[i.name] for i, _ in node.inputs[nargs:]), need,
                           tuple(k in op.retain_inputs for k in range(len(ins))),
-                          tuple(k in op.retain_outputs for k in range(len(outs)))))
+                          tuple(k in op.retain_outputs for k in range(len(outs))), forward))
     head_slots = [slots[(id(n), k)] for n, k in symbol.outputs]
     plan = Plan(steps, slot_shapes, slot_dtypes, arg_slots, head_slots)
     _plan_lifetimes(plan)
@@ -309,8 +315,8 @@ class Executor:
         free = plan.free_train if is_train else plan.free_infer
         with self._ctx.scope():
             for i, st in enumerate(plan.steps):
-                outs, saved[i] = st.op.forward(xp, [vals[s] for s in st.inputs],
-                                               [aux[k] for k in st.aux], is_train)
+                outs, saved[i] = st.forward(xp, [vals[s] for s in st.inputs],
+                                            [aux[k] for k in st.aux], is_train)
                 for s, o in zip(st.outputs, outs):
                     vals[s] = o
                 if self._monitor is not None:

@@ -158,8 +158,11 @@ class Op:
     variadic: ClassVar[str | None] = None
     # loss heads ignore out_grads; their backward runs even without a head gradient
     is_loss: ClassVar[bool] = False
-    # inputs that never take a gradient (labels, indices): auto-created with grad_req null
+    # inputs that never take a gradient (labels, indices)
     no_grad_inputs: ClassVar[tuple[str, ...]] = ()
+    # ops that create arrays from nothing (zeros) get ``out_shapes``/``out_dtypes`` keywords
+    # in forward, since the same op instance serves executors of different shapes
+    needs_out_shapes: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -1,0 +1,85 @@
+import numpy as np
+import pytest
+
+import raymod as rm
+import raymod.symbol as sym
+from raymod.parallel import DataParallelExecutorGroup, split_input_slice
+
+
+class Batch:
+    def __init__(self, data, label=None):
+        self.data, self.label = data, label or []
+
+
+def test_split_input_slice_follows_mxnet_rounding():
+    assert split_input_slice(7, [1, 1]) == [slice(0, 4), slice(4, 7)]
+    assert split_input_slice(10, [1, 2, 2]) == [slice(0, 2), slice(2, 6), slice(6, 10)]
+    with pytest.raises(ValueError, match="Too many slices"):
+        split_input_slice(2, [1, 1, 1])
+
+
+def _mlp():
+    data = sym.Variable("data")
+    h = sym.Activation(sym.FullyConnected(data, num_hidden=6, name="fc1"), act_type="tanh")
+    return sym.FullyConnected(h, num_hidden=3, name="fc2")
+
+
+def _group(contexts, batch=7, **kw):
+    net = _mlp()
+    params = [n for n in net.list_arguments() if n != "data"]
+    return DataParallelExecutorGroup(net, contexts, None, [("data", (batch, 5))], None, params,
+                                     for_training=True, inputs_need_grad=True, **kw)
+
+
+def test_two_devices_sum_to_one_executor_gradients(rng):
+    one, two = _group([rm.cpu(0)]), _group([rm.cpu(0), rm.cpu(1)])
+    assert two.slices == [slice(0, 4), slice(4, 7)]
+    params = {"fc1_weight": rng.standard_normal((6, 5)), "fc1_bias": rng.standard_normal(6),
+              "fc2_weight": rng.standard_normal((3, 6)), "fc2_bias": rng.standard_normal(3)}
+    params = {k: v.astype(np.float32) for k, v in params.items()}
+    x = rng.standard_normal((7, 5)).astype(np.float32)
+    head = rng.standard_normal((7, 3)).astype(np.float32)
+    for g in (one, two):
+        g.set_params(params, {})
+        g.forward(Batch([x]), is_train=True)
+        g.backward([head])
+    np.testing.assert_allclose(two.get_outputs()[0], one.get_outputs()[0], rtol=1e-5, atol=1e-6)
+    for name, grads_one, grads_two in zip(one.param_names, one.grad_arrays, two.grad_arrays):
+        np.testing.assert_allclose(grads_two[0] + grads_two[1], grads_one[0], rtol=1e-5,
+                                   atol=1e-5, err_msg=name)
+    np.testing.assert_allclose(two.get_input_grads()[0], one.get_input_grads()[0], rtol=1e-5,
+                               atol=1e-6)
+    per_device = two.get_outputs(merge_multi_context=False)[0]
+    assert [o.shape for o in per_device] == [(4, 3), (3, 3)]
+
+
+def test_shared_group_shares_parameter_and_gradient_memory():
+    first = _group([rm.cpu(0), rm.cpu(1)], batch=8)
+    second = _group([rm.cpu(0), rm.cpu(1)], batch=4, shared_group=first)
+    for a, b in zip(first.param_arrays, second.param_arrays):
+        assert all(x is y for x, y in zip(a, b))
+    for a, b in zip(first.grad_arrays, second.grad_arrays):
+        assert all(x is y for x, y in zip(a, b))
+    assert second.shared_data_arrays is first.shared_data_arrays
+    # the smaller bucket's data lives inside the first bucket's input buffer
+    assert np.shares_memory(second.execs[0].arg_dict["data"], first.execs[0].arg_dict["data"])
+
+
+def test_layout_tnc_splits_axis_one(rng):
+    data = sym.Variable("data")
+    net = sym.Activation(data, act_type="relu")
+    group = DataParallelExecutorGroup(net, [rm.cpu(0), rm.cpu(1)], None,
+                                      [rm_desc("data", (3, 6, 2), "TNC")], None, [],
+                                      for_training=False, inputs_need_grad=False)
+    x = rng.standard_normal((3, 6, 2)).astype(np.float32)
+    group.forward(Batch([x]), is_train=False)
+    assert [e.arg_dict["data"].shape for e in group.execs] == [(3, 3, 2), (3, 3, 2)]
+
+
+class rm_desc(tuple):
+    """A minimal (name, shape, layout) description, as DataDesc carries."""
+
+    def __new__(cls, name, shape, layout):
+        obj = super().__new__(cls, (name, shape))
+        obj.name, obj.shape, obj.dtype, obj.layout = name, shape, np.float32, layout
+        return obj
