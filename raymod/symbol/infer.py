@@ -58,7 +58,8 @@ def _propagate(symbol, values: dict, node_rule: Callable, merge: Callable, what:
                         raise ShapeError(
                             f"{node.op.name} '{node.name}': {label} {what} is {old}, but "
                             f"{new} is inferred from its inputs ({context})") from None
-                    if merged != old:
+                    # explicit None test: numpy 2 says dtype('float64') == None
+                    if (old is None) != (merged is None) or merged != old:
                         values[entry] = merged
                         changed = True
         if not changed:

@@ -1,0 +1,136 @@
+"""Executor benchmark: forward + backward + SGD step for the MLP and LeNet of DESIGN.md.
+
+Prints one JSON object per workload and a table: samples/s of raymod's executor, of the same
+network hand-written in numpy (bench/handwritten.py) timed in the same run, their ratio, and,
+with ``--mxnet-python``, MXNet 1.9.1's figure measured by bench/mxnet_reference.py in the same run.
+
+    OMP_NUM_THREADS=2 python bench/bench_executor.py [--mxnet-python /path/to/mxnet-venv/python]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+import numpy as np  # noqa: E402
+
+import raymod as rm  # noqa: E402
+import raymod.symbol as sym  # noqa: E402
+from raymod.optimizer import SGD  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+import handwritten  # noqa: E402
+
+
+def mlp_symbol():
+    net = sym.Variable("data")
+    for i, width in enumerate((128, 64)):
+        net = sym.Activation(sym.FullyConnected(net, num_hidden=width, name=f"fc{i + 1}"),
+                             act_type="relu")
+    net = sym.FullyConnected(net, num_hidden=10, name="fc3")
+    return sym.SoftmaxOutput(net, name="softmax")
+
+
+def lenet_symbol():
+    net = sym.Variable("data")
+    for i, filters in enumerate((20, 50)):
+        net = sym.Convolution(net, kernel=(5, 5), num_filter=filters, name=f"conv{i + 1}")
+        net = sym.Activation(net, act_type="tanh")
+        net = sym.Pooling(net, pool_type="max", kernel=(2, 2), stride=(2, 2))
+    net = sym.Flatten(net)
+    net = sym.Activation(sym.FullyConnected(net, num_hidden=500, name="fc1"), act_type="tanh")
+    net = sym.FullyConnected(net, num_hidden=10, name="fc2")
+    return sym.SoftmaxOutput(net, name="softmax")
+
+
+class RaymodStep:
+    """One executor and an SGD optimizer updating its arrays in place."""
+
+    def __init__(self, symbol, data_shape, batch, rng):
+        self.ex = symbol.simple_bind(rm.cpu(), data=data_shape, softmax_label=(batch,))
+        self.names = [n for n in symbol.list_arguments() if n not in ("data", "softmax_label")]
+        for n in self.names:
+            arr = self.ex.arg_dict[n]
+            arr[...] = rng.uniform(-0.07, 0.07, arr.shape) if n.endswith("weight") else 0
+        self.opt = SGD(learning_rate=0.1, rescale_grad=1.0 / batch)
+        self.states = [self.opt.create_state(i, self.ex.arg_dict[n]) for i, n in enumerate(self.names)]
+
+    def step(self, x, y):
+        self.ex.forward(is_train=True, data=x, softmax_label=y)
+        self.ex.backward()
+        for i, n in enumerate(self.names):
+            self.opt.update(i, self.ex.arg_dict[n], self.ex.grad_dict[n], self.states[i])
+
+
+def time_steps(step, batches, steps: int, repeats: int) -> float:
+    """Median samples/s over ``repeats`` runs of ``steps`` steps (after one warm-up step)."""
+    step(*batches[0])
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for k in range(steps):
+            step(*batches[k % len(batches)])
+        rates.append(steps * len(batches[0][0]) / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+WORKLOADS = {
+    "mlp": dict(symbol=mlp_symbol, shape=(784,), batch=100, steps=200, hand=handwritten.MLP),
+    "lenet": dict(symbol=lenet_symbol, shape=(1, 28, 28), batch=64, steps=20, hand=handwritten.LeNet),
+}
+
+
+def mxnet_figures(python: str, names: list[str], repeats: int) -> dict:
+    script = Path(__file__).with_name("mxnet_reference.py")
+    out = subprocess.run([python, str(script), "--only", ",".join(names), "--repeats",
+                          str(repeats)], capture_output=True, text=True, check=True)
+    figures = {}
+    for line in out.stdout.splitlines():
+        if line.startswith("{"):
+            rec = json.loads(line)
+            figures[rec["workload"]] = rec
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="mlp,lenet")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--mxnet-python", help="python of a venv with mxnet==1.9.1")
+    args = parser.parse_args()
+    names = args.only.split(",")
+    rng = np.random.default_rng(0)
+    mx = mxnet_figures(args.mxnet_python, names, args.repeats) if args.mxnet_python else {}
+    rows = []
+    for name in names:
+        w = WORKLOADS[name]
+        shape = (w["batch"],) + w["shape"]
+        batches = [(rng.standard_normal(shape).astype(np.float32),
+                    rng.integers(0, 10, w["batch"])) for _ in range(4)]
+        ours = RaymodStep(w["symbol"](), shape, w["batch"], rng)
+        hand = w["hand"](rng, batch=w["batch"])
+        rec = {"workload": name, "batch": w["batch"],
+               "raymod_samples_per_s": time_steps(ours.step, [(x, y.astype(np.float32)) for x, y in batches],
+                                                  w["steps"], args.repeats),
+               "numpy_samples_per_s": time_steps(hand.step, batches, w["steps"], args.repeats)}
+        rec["ratio_vs_numpy"] = rec["raymod_samples_per_s"] / rec["numpy_samples_per_s"]
+        if name in mx:
+            rec["mxnet_samples_per_s"] = mx[name]["executor_step_samples_per_s"]
+            rec["ratio_vs_mxnet"] = rec["raymod_samples_per_s"] / rec["mxnet_samples_per_s"]
+        print(json.dumps(rec))
+        rows.append(rec)
+    print(f"\n{'workload':<8} {'raymod/s':>10} {'numpy/s':>10} {'x numpy':>8} {'mxnet/s':>10} {'x mxnet':>8}")
+    for r in rows:
+        print(f"{r['workload']:<8} {r['raymod_samples_per_s']:>10.0f} {r['numpy_samples_per_s']:>10.0f} "
+              f"{r['ratio_vs_numpy']:>8.2f} {r.get('mxnet_samples_per_s', float('nan')):>10.0f} "
+              f"{r.get('ratio_vs_mxnet', float('nan')):>8.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+"""raymod: MXNet 1.x's Module API, elastic on Ray, on numpy (CPU) and CuPy (GPU).
+
+Use it as ``import raymod as rm`` and the MXNet names: ``rm.sym``, ``rm.io``, ``rm.init``,
+``rm.optimizer``, ``rm.lr_scheduler``, ``rm.metric``, ``rm.callback``, ``rm.rnn``,
+``rm.cpu()``, ``rm.gpu(i)``.
+"""
+from . import base, random
+from .base import MXNetError
+from .context import Context, cpu, current_context, gpu
+from . import symbol
+from . import symbol as sym
+from .symbol import AttrScope
+from . import symbol as name  # rm.name.Prefix / rm.name.NameManager, as mx.name
+from . import initializer
+from . import initializer as init
+from . import io, lr_scheduler, optimizer
+from .executor import Executor
+
+__version__ = "0.1.0"

@@ -1,0 +1,13 @@
+"""Data iterators, as MXNet 1.x's ``mx.io``: ``rm.io.NDArrayIter(...)`` and friends.
+
+Besides MXNet's names, :class:`ArrowIter` reads Arrow tables, Parquet/CSV files and datasets,
+and every row-based iterator is a :class:`RowSource` whose rows a worker can read by id.
+"""
+from .arrow_iter import ArrowIter
+from .base import DataBatch, DataDesc, DataIter, RowSource
+from .ndarray_iter import NDArrayIter
+from .sampler import RowIter, RowSampler
+from .wrappers import PrefetchingIter, ResizeIter
+
+__all__ = ["DataDesc", "DataBatch", "DataIter", "NDArrayIter", "ResizeIter", "PrefetchingIter",
+           "ArrowIter", "RowSource", "RowSampler", "RowIter"]

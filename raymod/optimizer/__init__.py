@@ -1,0 +1,17 @@
+"""MXNet 1.x's optimizers: ``rm.optimizer.SGD``, ``rm.optimizer.create('adam')``.
+
+Every optimizer updates numpy or CuPy weights in place. Names are registered
+case-insensitively; :func:`register` adds your own subclass, which needs only
+``create_state(index, weight)`` and ``update(index, weight, grad, state)``.
+"""
+from .adam import FTML, Adam, Adamax, Nadam
+from .adaptive import AdaDelta, AdaGrad, Ftrl, RMSProp
+from .optimizer import Optimizer, create, get_array_module, register
+from .sgd import NAG, SGD, SGLD, Signum, Test
+from .updater import Updater, get_updater
+
+ccSGD = SGD  # MXNet's deprecated name
+
+__all__ = ["Optimizer", "create", "register", "get_updater", "Updater", "get_array_module",
+           "SGD", "ccSGD", "NAG", "Signum", "SGLD", "Test", "Adam", "Adamax", "Nadam", "FTML",
+           "AdaGrad", "RMSProp", "AdaDelta", "Ftrl"]
