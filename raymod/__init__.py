@@ -13,7 +13,7 @@ from .symbol import AttrScope
 from . import symbol as name  # rm.name.Prefix / rm.name.NameManager, as mx.name
 from . import initializer
 from . import initializer as init
-from . import io, lr_scheduler, optimizer
+from . import callback, io, lr_scheduler, metric, optimizer
 from .executor import Executor
 
 __version__ = "0.1.0"

@@ -1,0 +1,357 @@
+"""Training callbacks, as MXNet 1.x's ``mx.callback``, plus a tqdm bar and a JSON-lines log.
+
+Batch-end callbacks receive a :class:`BatchEndParam`; epoch-end callbacks are called as
+``callback(epoch, symbol, arg_params, aux_params)``. Messages go to the ``raymod.callback``
+logger at INFO level; configure logging as for MXNet, e.g.
+``logging.basicConfig(level=logging.INFO)``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections import namedtuple
+from typing import Any, Callable, Iterable
+
+_log = logging.getLogger(__name__)
+
+BatchEndParam = namedtuple("BatchEndParams", ["epoch", "nbatch", "eval_metric", "locals"])
+BatchEndParam.__doc__ = """What a batch-end callback receives.
+
+Fields: ``epoch`` (int, from 0), ``nbatch`` (int, batch index within the epoch, from 0),
+``eval_metric`` (the training EvalMetric or None) and ``locals`` (the fit loop's locals, or
+None)."""
+
+
+def _period(period: int) -> int:
+    return int(max(1, period))
+
+
+def module_checkpoint(mod: Any, prefix: str, period: int = 1,
+                      save_optimizer_states: bool = False) -> Callable:
+    """Epoch-end callback saving a module's checkpoint every ``period`` epochs.
+
+    Parameters
+    ----------
+    mod : BaseModule
+        Module whose ``save_checkpoint(prefix, epoch, save_optimizer_states)`` is called.
+    prefix : str
+        Path prefix of the checkpoint files.
+    period : int, default 1
+        Save after every ``period``-th epoch (values below 1 mean 1).
+    save_optimizer_states : bool, default False
+        Also save the optimizer states.
+
+    Returns
+    -------
+    callable
+        ``callback(epoch, symbol=None, arg_params=None, aux_params=None)``; epoch ``e``
+        (0-based) is saved as checkpoint number ``e + 1``.
+    """
+    period = _period(period)
+
+    def _callback(iter_no: int, sym: Any = None, arg: Any = None, aux: Any = None) -> None:
+        if (iter_no + 1) % period == 0:
+            mod.save_checkpoint(prefix, iter_no + 1, save_optimizer_states)
+    return _callback
+
+
+def do_checkpoint(prefix: str, period: int = 1) -> Callable:
+    """Epoch-end callback writing ``prefix-symbol.json`` and ``prefix-%04d.params``.
+
+    Parameters
+    ----------
+    prefix : str
+        Path prefix of the checkpoint files.
+    period : int, default 1
+        Save after every ``period``-th epoch (values below 1 mean 1).
+
+    Returns
+    -------
+    callable
+        ``callback(epoch, symbol, arg_params, aux_params)`` calling
+        ``raymod.checkpoint.save_checkpoint(prefix, epoch + 1, symbol, arg_params,
+        aux_params)``.
+    """
+    period = _period(period)
+
+    def _callback(iter_no: int, sym: Any, arg: dict, aux: dict) -> None:
+        if (iter_no + 1) % period == 0:
+            from .checkpoint import save_checkpoint  # a higher layer; imported when used
+            save_checkpoint(prefix, iter_no + 1, sym, arg, aux)
+    return _callback
+
+
+def log_train_metric(period: int, auto_reset: bool = False) -> Callable:
+    """Batch-end callback logging the training metric every ``period`` batches.
+
+    Parameters
+    ----------
+    period : int
+        Log when ``nbatch % period == 0``.
+    auto_reset : bool, default False
+        Call ``reset_local()`` on the metric after logging it.
+
+    Returns
+    -------
+    callable
+        ``callback(param: BatchEndParam)``.
+    """
+    def _callback(param: BatchEndParam) -> None:
+        if param.nbatch % period != 0 or param.eval_metric is None:
+            return
+        for name, value in param.eval_metric.get_name_value():
+            _log.info("Iter[%d] Batch[%d] Train-%s=%f", param.epoch, param.nbatch, name, value)
+        if auto_reset:
+            param.eval_metric.reset_local()
+    return _callback
+
+
+class Speedometer:
+    """Batch-end callback logging throughput and the training metric every ``frequent`` batches.
+
+    Lines look like ``Epoch[0] Batch [50-100]\\tSpeed: 1234.56 samples/sec\\taccuracy=0.900000``.
+    The first call of each epoch only starts the clock.
+
+    Parameters
+    ----------
+    batch_size : int
+        Samples per batch, to turn batches per second into samples per second.
+    frequent : int, default 50
+        Log every ``frequent`` batches.
+    auto_reset : bool, default True
+        Reset the metric's local statistics after each log line, so each line shows the
+        value over the last ``frequent`` batches (``Batch [a-b]``) rather than since the
+        start of the epoch (``Batch [0-b]``).
+    """
+
+    def __init__(self, batch_size: int, frequent: int = 50, auto_reset: bool = True):
+        self.batch_size = batch_size
+        self.frequent = frequent
+        self.auto_reset = auto_reset
+        self.init = False
+        self.tic = 0.0
+        self.last_count = 0
+
+    def __call__(self, param: BatchEndParam) -> None:
+        count = param.nbatch
+        if count < self.last_count:  # the batch index went back: a new epoch began
+            self.init = False
+        self.last_count = count
+        if not self.init:
+            self.init, self.tic = True, time.time()
+            return
+        if count % self.frequent != 0:
+            return
+        elapsed = time.time() - self.tic
+        speed = self.frequent * self.batch_size / elapsed if elapsed > 0 else float("inf")
+        metric = param.eval_metric
+        if metric is None:
+            _log.info("Iter[%d] Batch [%d]\tSpeed: %.2f samples/sec", param.epoch, count, speed)
+        else:
+            name_value = metric.get_name_value()
+            if self.auto_reset:
+                metric.reset_local()
+                head = "Epoch[%d] Batch [%d-%d]\tSpeed: %.2f samples/sec"
+                args = [param.epoch, count - self.frequent, count, speed]
+            else:
+                head = "Epoch[%d] Batch [0-%d]\tSpeed: %.2f samples/sec"
+                args = [param.epoch, count, speed]
+            for name, value in name_value:
+                args += [name, value]
+            _log.info(head + "\t%s=%f" * len(name_value), *args)
+        self.tic = time.time()
+
+
+class ProgressBar:
+    """Batch-end callback logging a text progress bar ``[====----] 50%``.
+
+    Parameters
+    ----------
+    total : int
+        Number of batches in an epoch.
+    length : int, default 80
+        Width of the bar in characters.
+    """
+
+    def __init__(self, total: int, length: int = 80):
+        self.bar_len = length
+        self.total = total
+
+    def __call__(self, param: BatchEndParam) -> None:
+        fraction = param.nbatch / float(self.total)
+        filled = int(round(self.bar_len * fraction))
+        bar = "=" * filled + "-" * (self.bar_len - filled)
+        _log.info("[%s] %s%s\r", bar, math.ceil(100.0 * fraction), "%")
+
+
+class LogValidationMetricsCallback:
+    """Callback logging each validation metric as ``Epoch[e] Validation-name=value``."""
+
+    def __call__(self, param: BatchEndParam) -> None:
+        if not param.eval_metric:
+            return
+        for name, value in param.eval_metric.get_name_value():
+            _log.info("Epoch[%d] Validation-%s=%f", param.epoch, name, value)
+
+
+def _is_batch_param(args: tuple) -> bool:
+    return len(args) == 1 and hasattr(args[0], "nbatch") and hasattr(args[0], "eval_metric")
+
+
+class TqdmProgress:
+    """Batch-end callback drawing a tqdm progress bar per epoch, metrics in its postfix.
+
+    A new bar opens when the epoch changes (or the batch index goes back). When ``total`` is
+    not given, the first epoch's bar has no total and later ones use the number of batches
+    the first epoch had. Passing the object as an epoch-end callback too closes each bar
+    at the end of its epoch; :meth:`close` closes the current one.
+
+    Parameters
+    ----------
+    total : int, optional
+        Batches per epoch.
+    desc : str, default 'Epoch'
+        Bar label; the epoch number is appended.
+    frequent : int, default 1
+        Refresh the metric postfix every ``frequent`` batches.
+    **tqdm_kwargs
+        Passed to ``tqdm.tqdm`` (e.g. ``file``, ``leave``, ``disable``, ``mininterval``).
+    """
+
+    def __init__(self, total: int | None = None, desc: str = "Epoch", frequent: int = 1,
+                 **tqdm_kwargs: Any):
+        self.total = total
+        self.desc = desc
+        self.frequent = _period(frequent)
+        self.tqdm_kwargs = tqdm_kwargs
+        self.bar = None
+        self._epoch: int | None = None
+        self._last = -1
+
+    def _open(self, epoch: int) -> None:
+        from tqdm import tqdm
+
+        self.close()
+        self.bar = tqdm(total=self.total, desc=f"{self.desc} {epoch}", **self.tqdm_kwargs)
+        self._epoch, self._last = epoch, -1
+
+    def __call__(self, *args: Any) -> None:
+        if not _is_batch_param(args):  # used as an epoch-end callback
+            self.close()
+            return
+        param = args[0]
+        if self.bar is None or param.epoch != self._epoch or param.nbatch < self._last:
+            self._open(param.epoch)
+        self.bar.update(param.nbatch + 1 - self.bar.n)
+        self._last = param.nbatch
+        if param.eval_metric is not None and param.nbatch % self.frequent == 0:
+            postfix = {str(n): f"{v:.4f}" for n, v in param.eval_metric.get_name_value()}
+            self.bar.set_postfix(postfix, refresh=False)
+
+    def close(self) -> None:
+        """Close the current bar, if any."""
+        if self.bar is not None:
+            if self.total is None:
+                self.total = self._last + 1  # learnt from the finished epoch
+            self.bar.close()
+            self.bar = None
+
+
+def _json_value(value: Any) -> Any:
+    """A JSON-safe value: numpy scalars as Python numbers, NaN and infinities as null."""
+    if hasattr(value, "item") and getattr(value, "size", 1) == 1:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+_RESERVED = frozenset(("event", "epoch", "nbatch", "time"))
+
+
+class MetricsLogger:
+    """Writes training progress as JSON lines, one object per event, flushed on each write.
+
+    Batch lines: ``{"event": "batch", "epoch", "nbatch", "time", "<metric>": value, ...}``;
+    epoch lines: ``{"event": "epoch", "epoch", "time", "<metric>": value, ..., **extra}``.
+    ``time`` is seconds since the epoch (``time.time()``); NaN / infinite values are written
+    as ``null`` so that strict JSON parsers accept every line. A metric named like a reserved
+    key (event, epoch, nbatch, time) is written as ``metric_<name>``.
+
+    Use the object as a ``batch_end_callback`` (called with a :class:`BatchEndParam`) and as
+    an ``epoch_end_callback`` (called as ``(epoch, symbol, arg_params, aux_params)``, which
+    writes an epoch line without metrics), or call :meth:`log_epoch` with metric values.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        File to write; parent directories are created.
+    mode : {'a', 'w'}, default 'a'
+        Append to or overwrite an existing file.
+    frequent : int, default 1
+        Write a batch line every ``frequent`` batches.
+    """
+
+    def __init__(self, path: str | os.PathLike, mode: str = "a", frequent: int = 1):
+        self.path = os.fspath(path)
+        self.frequent = _period(frequent)
+        parent = os.path.dirname(self.path)
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        self._file = open(self.path, mode, encoding="utf-8")
+
+    def write(self, record: dict) -> None:
+        """Write one JSON object as a line and flush it."""
+        self._file.write(json.dumps(record, allow_nan=False) + "\n")
+        self._file.flush()
+
+    @staticmethod
+    def _metrics(name_values: Iterable | dict | None) -> dict:
+        if name_values is None:
+            return {}
+        items = name_values.items() if isinstance(name_values, dict) else name_values
+        return {(f"metric_{n}" if n in _RESERVED else str(n)): _json_value(v) for n, v in items}
+
+    def __call__(self, *args: Any) -> None:
+        if not _is_batch_param(args):  # epoch-end callback signature
+            self.log_epoch(args[0], None)
+            return
+        param = args[0]
+        if param.nbatch % self.frequent != 0:
+            return
+        metric = param.eval_metric
+        record = {"event": "batch", "epoch": int(param.epoch), "nbatch": int(param.nbatch),
+                  "time": time.time()}
+        record.update(self._metrics(metric.get_name_value() if metric is not None else None))
+        self.write(record)
+
+    def log_epoch(self, epoch: int, name_values: Iterable | dict | None, **extra: Any) -> None:
+        """Write an epoch line.
+
+        Parameters
+        ----------
+        epoch : int
+            Epoch number.
+        name_values : list of (str, float), dict or None
+            Metric values, e.g. ``eval_metric.get_name_value()``.
+        **extra
+            More fields, e.g. ``split='val'`` or ``time_cost=12.3``.
+        """
+        record = {"event": "epoch", "epoch": int(epoch), "time": time.time()}
+        record.update(self._metrics(name_values))
+        record.update({k: _json_value(v) for k, v in extra.items()})
+        self.write(record)
+
+    def close(self) -> None:
+        """Close the file."""
+        if not self._file.closed:
+            self._file.close()
+
+    def __enter__(self) -> "MetricsLogger":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
