@@ -14,6 +14,8 @@ from . import symbol as name  # rm.name.Prefix / rm.name.NameManager, as mx.name
 from . import initializer
 from . import initializer as init
 from . import callback, io, lr_scheduler, metric, optimizer
+from . import kvstore
+from . import kvstore as kv
 from .executor import Executor
 
 __version__ = "0.1.0"

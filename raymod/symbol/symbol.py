@@ -444,7 +444,8 @@ def create(op_name: str, args: Sequence[Symbol], kwargs: dict[str, Any],
             raise TypeError(f"{op_name}: positional argument {i} must be a Symbol, got "
                             f"{type(a).__name__} (give attributes by keyword)")
     if op_cls.variadic and op_cls.variadic not in op_attrs:
-        op_attrs[op_cls.variadic] = len(args)
+        # inputs come positionally, or by keyword as arg0, arg1, ... (as in MXNet JSON)
+        op_attrs[op_cls.variadic] = len(args) or len(inputs)
     op = op_cls(**op_attrs)
     name = naming.current().get(name, hint or op_name.lower())
     arg_names = op.list_arguments()
