@@ -23,7 +23,8 @@ def bind(symbol: Symbol, inputs: Mapping[str, np.ndarray], ctx: Context | None =
     ctx = ctx or cpu()
     xp = ctx.xp
     with ctx.scope():
-        args = {k: xp.array(v) for k, v in inputs.items()}
+        # C order, so that finite differences can nudge entries through a flat view
+        args = {k: xp.array(v, order="C") for k, v in inputs.items()}
         grads = {k: xp.zeros_like(v) for k, v in args.items() if k not in no_grad}
         aux_arrays = {k: xp.array(v) for k, v in (aux or {}).items()}
     reqs = {k: ("null" if k in no_grad else grad_req) for k in args}

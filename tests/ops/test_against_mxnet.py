@@ -18,6 +18,15 @@ CASES = json.loads((FIXTURES / "ops.json").read_text())["cases"]
 ARRAYS = np.load(FIXTURES / "ops.npz")
 
 
+# Cases where raymod knowingly differs from MXNet 1.9.1, with the reason.
+DEVIATIONS = {
+    # MXNet's forward takes the softmax over the last axis, its backward sums over axis 1:
+    # for 3-D inputs MXNet's gradient is not the gradient of its own output. raymod's is
+    # (checked by finite differences in test_softmax.py).
+    "softmaxact_instance": "gradient",
+}
+
+
 def _tolerance(case):
     return (1e-6, 1e-8) if case["dtype"] == "float64" else (2e-4, 2e-5)
 
@@ -44,7 +53,7 @@ def test_matches_mxnet(case, ctx):
         for out_name, out in zip(case["outputs"], outs):
             np.testing.assert_allclose(as_numpy(out), get(f"out:{out_name}"), rtol, atol,
                                        err_msg=f"{name}: forward output {out_name}")
-        if grads:
+        if grads and DEVIATIONS.get(name) != "gradient":
             ex.backward([xp.asarray(get(f"out_grad:{o}")) for o in case["outputs"]])
             for arg in grads:
                 np.testing.assert_allclose(as_numpy(ex.grad_dict[arg]), get(f"grad:{arg}"),

@@ -1,0 +1,103 @@
+"""broadcast_add/sub/mul/div: arithmetic with numpy broadcasting."""
+from __future__ import annotations
+
+from ...base import ShapeError
+from ..base import Op, sum_to_shape
+
+
+def broadcast_shape(lhs: tuple, rhs: tuple) -> tuple:
+    """The broadcast of two partial shapes (aligned from the right, 0 = unknown dim)."""
+    n = max(len(lhs), len(rhs))
+    a, b = (1,) * (n - len(lhs)) + tuple(lhs), (1,) * (n - len(rhs)) + tuple(rhs)
+    out = []
+    for x, y in zip(a, b):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        elif not x or not y:  # an unknown dim is 1 or the other one
+            out.append(x or y)
+        else:
+            raise ShapeError(f"lhs of shape {tuple(lhs)} and rhs of shape {tuple(rhs)} "
+                             "cannot be broadcast together")
+    return tuple(out)
+
+
+class _BroadcastBinary(Op):
+    inputs = ("lhs", "rhs")
+    params = {}
+
+    def infer_shape(self, in_shapes, out_shapes):
+        lhs, rhs = in_shapes
+        out = out_shapes[0]
+        if lhs is None or rhs is None:
+            return [lhs, rhs], [out], []
+        if out is not None and len(lhs) == len(rhs) == len(out):
+            # a 0 dim facing a 1 must equal the output's
+            lhs = tuple(o if not a and b == 1 else a for a, b, o in zip(lhs, rhs, out))
+            rhs = tuple(o if not b and a == 1 else b for a, b, o in zip(lhs, rhs, out))
+        return [lhs, rhs], [broadcast_shape(lhs, rhs)], []
+
+    def forward(self, xp, inputs, aux, is_train):
+        a, b = inputs
+        return [self.compute(a, b)], (a.shape, b.shape)
+
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        ga, gb = self.grads(out_grads[0], inputs, outputs, need_grad)
+        return [sum_to_shape(xp, ga, saved[0]) if need_grad[0] else None,
+                sum_to_shape(xp, gb, saved[1]) if need_grad[1] else None]
+
+
+class BroadcastAdd(_BroadcastBinary):
+    """``lhs + rhs`` with broadcasting. Backward keeps the input shapes."""
+
+    name = "broadcast_add"
+    aliases = ("broadcast_plus",)
+
+    def compute(self, a, b):
+        return a + b
+
+    def grads(self, g, inputs, outputs, need):
+        return g, g
+
+
+class BroadcastSub(_BroadcastBinary):
+    """``lhs - rhs`` with broadcasting. Backward keeps the input shapes."""
+
+    name = "broadcast_sub"
+    aliases = ("broadcast_minus",)
+
+    def compute(self, a, b):
+        return a - b
+
+    def grads(self, g, inputs, outputs, need):
+        return g, (-g if need[1] else None)
+
+
+class BroadcastMul(_BroadcastBinary):
+    """``lhs * rhs`` with broadcasting. Backward keeps both inputs."""
+
+    name = "broadcast_mul"
+    retain_inputs = (0, 1)
+
+    def compute(self, a, b):
+        return a * b
+
+    def grads(self, g, inputs, outputs, need):
+        a, b = inputs
+        return (g * b if need[0] else None), (g * a if need[1] else None)
+
+
+class BroadcastDiv(_BroadcastBinary):
+    """``lhs / rhs`` with broadcasting. Backward keeps ``rhs`` and the output."""
+
+    name = "broadcast_div"
+    retain_inputs = (1,)
+    retain_outputs = (0,)
+
+    def compute(self, a, b):
+        return a / b
+
+    def grads(self, g, inputs, outputs, need):
+        ga = g / inputs[1]
+        return ga, (-ga * outputs[0] if need[1] else None)

@@ -1,0 +1,74 @@
+import numpy as np
+import pytest
+
+import raymod.ops.nn.convolution as conv_module
+from raymod.base import AttributeValueError, ShapeError
+from raymod.test_utils import check_forward, check_gradient, op_symbol
+
+
+def reference_conv(x, w, b, stride, pad, dilate, groups):
+    """Direct convolution: one dot product per filter and output position."""
+    k = w.shape[2:]
+    xpad = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad])
+    out = [(n - d * (kk - 1) - 1) // s + 1 for n, kk, s, d in zip(xpad.shape[2:], k, stride, dilate)]
+    y = np.zeros(x.shape[:1] + w.shape[:1] + tuple(out))
+    cg, fg = x.shape[1] // groups, w.shape[0] // groups
+    for f in range(w.shape[0]):
+        chans = slice(f // fg * cg, (f // fg + 1) * cg)
+        for pos in np.ndindex(*out):
+            win = tuple(slice(o * s, o * s + d * (kk - 1) + 1, d)
+                        for o, s, d, kk in zip(pos, stride, dilate, k))
+            y[(slice(None), f) + pos] = (xpad[(slice(None), chans) + win] * w[f]).reshape(
+                len(x), -1).sum(1)
+    return y if b is None else y + b.reshape((1, -1) + (1,) * len(k))
+
+
+CASES = [  # data shape, kernel, stride, pad, dilate, num_filter, num_group, no_bias
+    ((2, 3, 6, 7), (3, 3), (1, 1), (0, 0), (1, 1), 4, 1, False),
+    ((2, 4, 9, 8), (3, 2), (2, 3), (1, 2), (2, 1), 6, 2, False),
+    ((3, 2, 9), (3,), (2,), (1,), (2,), 3, 1, True),
+    ((2, 2, 4, 5, 4), (2, 3, 2), (1, 2, 1), (1, 0, 1), (1, 1, 1), 2, 2, False),
+]
+
+
+@pytest.mark.parametrize("shape,kernel,stride,pad,dilate,nf,ng,no_bias", CASES)
+def test_convolution(ctx, rng, shape, kernel, stride, pad, dilate, nf, ng, no_bias):
+    names = ["data", "weight"] + ([] if no_bias else ["bias"])
+    sym = op_symbol("Convolution", names, kernel=kernel, stride=stride, pad=pad, dilate=dilate,
+                    num_filter=nf, num_group=ng, no_bias=no_bias)
+    inputs = {"data": rng.standard_normal(shape),
+              "weight": rng.standard_normal((nf, shape[1] // ng) + kernel)}
+    if not no_bias:
+        inputs["bias"] = rng.standard_normal(nf)
+    check_forward(sym, inputs, lambda data, weight, bias=None: reference_conv(
+        data, weight, bias, stride, pad, dilate, ng), ctx)
+    check_gradient(sym, inputs, ctx)
+
+
+def test_convolution_rebuilds_columns_when_too_big(rng, monkeypatch):
+    monkeypatch.setattr(conv_module, "KEEP_COLS_MAX", 0)
+    sym = op_symbol("Convolution", ["data", "weight", "bias"], kernel=(2, 2), pad=(1, 1),
+                    stride=(2, 2), num_filter=3)
+    check_gradient(sym, {"data": rng.standard_normal((2, 2, 5, 5)),
+                         "weight": rng.standard_normal((3, 2, 2, 2)),
+                         "bias": rng.standard_normal(3)})
+
+
+def test_convolution_float32_and_shapes(rng):
+    sym = op_symbol("Convolution", ["data", "weight", "bias"], kernel=(5, 5), num_filter=20)
+    x, w = rng.standard_normal((4, 1, 12, 12)), rng.standard_normal((20, 1, 5, 5))
+    out = check_forward(sym, {"data": x.astype(np.float32), "weight": w.astype(np.float32),
+                              "bias": np.zeros(20, np.float32)},
+                        [reference_conv(x, w, None, (1, 1), (0, 0), (1, 1), 1)], rtol=1e-4, atol=1e-4)
+    assert out[0].dtype == np.float32
+    args, outs, _ = sym.infer_shape(data=(0, 1, 28, 28))
+    assert args == [(0, 1, 28, 28), (20, 1, 5, 5), (20,)] and outs == [(0, 20, 24, 24)]
+    with pytest.raises(ShapeError, match=r"Convolution 'op'.*exceeds"):
+        sym.infer_shape(data=(4, 1, 3, 3))
+    grouped = op_symbol("Convolution", ["data", "weight"], kernel=(1, 1), num_filter=4,
+                        num_group=2, no_bias=True)
+    with pytest.raises(ShapeError, match=r"Convolution 'op'.*3 channels.*num_group=2"):
+        grouped.infer_shape(data=(1, 3, 4, 4))
+    for bad in [dict(layout="NHWC"), dict(stride=(2,)), dict(num_group=3)]:
+        with pytest.raises(AttributeValueError, match=r"Convolution: .*(layout|stride|num_group)"):
+            op_symbol("Convolution", ["data"], kernel=(3, 3), num_filter=4, **bad)
