@@ -57,7 +57,8 @@ class Param:
 
     def parse(self, op: str, key: str, value: Any) -> Any:
         """Convert a Python value or an MXNet attribute string to this kind, or raise."""
-        if value is None or (isinstance(value, str) and value in ("None", "")):
+        if value is None or (isinstance(value, str) and value in ("None", "")
+                             and not (self.kind == "str" and value == "")):
             if self.optional or self.default is None:
                 return None
             raise AttributeValueError(f"{op}: attribute {key!r} must be a {self.kind}, got None")
@@ -184,7 +185,8 @@ class Op:
             elif spec.default is REQUIRED:
                 raise AttributeValueError(f"{self.name}: required attribute {key!r} is missing")
             else:
-                value = spec.default
+                value = spec.default if spec.default is None else spec.parse(self.name, key,
+                                                                             spec.default)
             self.attrs[key] = value
             setattr(self, key, value)
         # what the user gave, kept for JSON as MXNet writes only given attributes
@@ -208,6 +210,10 @@ class Op:
 
     def list_auxiliary_states(self) -> list[str]:
         return list(self.aux)
+
+    def auto_input_attrs(self) -> dict[str, dict[str, str]]:
+        """Extra attributes for inputs this op creates itself, e.g. ``{"gamma": {"__init__": ...}}``."""
+        return {}
 
     # --- inference -------------------------------------------------------------------------
     def infer_shape(self, in_shapes: list, out_shapes: list) -> tuple[list, list, list]:

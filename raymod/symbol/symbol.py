@@ -251,6 +251,12 @@ class Symbol:
     def __rtruediv__(self, other):
         return self._binary(other, "_Div", "_RDivScalar", "_rdiv")
 
+    def __pow__(self, other):
+        return self._binary(other, "_Power", "_PowerScalar", "_power")
+
+    def __rpow__(self, other):
+        return self._binary(other, "_Power", "_RPowerScalar", "_rpower")
+
     def __neg__(self):
         return self * -1.0
 
@@ -457,13 +463,16 @@ def create(op_name: str, args: Sequence[Symbol], kwargs: dict[str, Any],
     if unknown:
         raise MXNetError(f"{op_name} '{name}': unknown input(s) {names_list(unknown)}; "
                          f"inputs: {', '.join(slots)}")
-    inherited = {k: v for k, v in node_attrs.items()
-                 if k in {naming.hidden_key(h) for h in naming.HIDDEN_KEYS}}
+    # as MXNet, inputs an op creates itself carry the op's attributes and hidden keys
+    inherited = dict(op.given)
+    inherited.update({k: v for k, v in node_attrs.items()
+                      if k in {naming.hidden_key(h) for h in naming.HIDDEN_KEYS}})
+    own = op.auto_input_attrs()
     entries = []
     for i, slot in enumerate(slots):
         given = args[i] if i < len(args) else inputs.get(slot)
         if given is None:
-            given = Symbol([(Node(None, f"{name}_{slot}", dict(inherited)), 0)])
+            given = Symbol([(Node(None, f"{name}_{slot}", {**inherited, **own.get(slot, {})}), 0)])
         if len(given) != 1:
             raise MXNetError(f"{op_name} '{name}': input {slot!r} must have one output, "
                              f"it has {len(given)}")

@@ -70,8 +70,7 @@ def test_batch_norm_shapes_types_outputs():
 def test_batch_norm_float16_data(rng):
     sym = op_symbol("BatchNorm", NAMES)
     inputs, aux = _inputs(rng, (8, 3), 1)
-    inputs = {"data": inputs["data"].astype(np.float16), "gamma": inputs["gamma"].astype(np.float32),
-              "beta": inputs["beta"].astype(np.float32)}
+    inputs = {k: v.astype(np.float16 if k == "data" else np.float32) for k, v in inputs.items()}
     aux = {k: v.astype(np.float32) for k, v in aux.items()}
     out = bind(sym, inputs, aux=aux).forward(is_train=True)[0]
     x = inputs["data"].astype(np.float64)

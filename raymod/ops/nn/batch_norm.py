@@ -1,0 +1,129 @@
+"""BatchNorm: normalise each channel by batch statistics (training) or moving ones."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...base import ShapeError
+from ..base import Op, Param, merge_shape
+
+
+class BatchNorm(Op):
+    """Batch normalisation over every axis but ``axis`` (the channel axis, default 1).
+
+    ``output = gamma * (data - mean) / sqrt(var + eps) + beta`` per channel. In training
+    (``forward(is_train=True)`` without ``use_global_stats``) mean and the biased variance come
+    from the batch, and the auxiliary states are updated in place:
+    ``moving = moving * momentum + batch * (1 - momentum)``. Otherwise the moving statistics
+    are used and, in backward, treated as constants.
+
+    ``fix_gamma=True`` uses gamma = 1 and gives gamma a zero gradient (MXNet also overwrites
+    the gamma array with ones; raymod leaves inputs untouched). With ``output_mean_var`` the
+    op shows three outputs: output, the mean used, and, as in MXNet, the *inverse standard
+    deviation* ``1 / sqrt(var + eps)`` under the name ``var``. float16 data keeps float32
+    parameters and statistics. ``cudnn_off`` and the calibration ranges are accepted and ignored.
+
+    Backward keeps ``data``, ``gamma`` (unless ``fix_gamma``), and the per-channel mean and
+    inverse standard deviation.
+    """
+
+    name = "BatchNorm"
+    params = {"eps": Param("float", 1e-3), "momentum": Param("float", 0.9),
+              "fix_gamma": Param("bool", True), "use_global_stats": Param("bool", False),
+              "output_mean_var": Param("bool", False), "axis": Param("int", 1),
+              "cudnn_off": Param("bool", False),
+              "min_calib_range": Param("float", None, optional=True),
+              "max_calib_range": Param("float", None, optional=True)}
+    inputs = ("data", "gamma", "beta")
+    outputs = ("output", "mean", "var")
+    aux = ("moving_mean", "moving_var")
+
+    def check(self) -> None:
+        self.retain_inputs = (0,) if self.fix_gamma else (0, 1)
+
+    def num_visible_outputs(self) -> int:
+        return 3 if self.output_mean_var else 1
+
+    def auto_input_attrs(self) -> dict[str, dict[str, str]]:
+        """Initializers MXNet puts on the auto-created moving statistics."""
+        return {"moving_mean": {"__init__": '["zero", {}]'},
+                "moving_var": {"__init__": '["one", {}]'}}
+
+    def _axis(self, ndim: int) -> int:
+        if not -ndim <= self.axis < ndim:
+            raise ShapeError(f"axis={self.axis} is out of range for data with {ndim} dims")
+        return self.axis % ndim
+
+    def infer_shape(self, in_shapes, out_shapes):
+        data = merge_shape(in_shapes[0], out_shapes[0], "data and output must share a shape")
+        channel = None
+        for s in list(in_shapes[1:]) + list(out_shapes[1:]):
+            channel = merge_shape(channel, s, "gamma, beta, mean and var must share a shape")
+        if data is not None:
+            axis = self._axis(len(data))
+            channel = merge_shape(channel, (data[axis],),
+                                  f"gamma/beta must have shape (C,) for data {data} on axis "
+                                  f"{axis}")
+            data = data[:axis] + channel + data[axis + 1:]
+        return [data, channel, channel], [data, channel, channel], [channel, channel]
+
+    def infer_type(self, in_types, out_types):
+        data = in_types[0] or out_types[0]
+        if data is None:
+            return list(in_types), list(out_types), [None, None]
+        param = np.dtype("float32") if data == np.float16 else data
+        return [data, param, param], [data, param, param], [param, param]
+
+    def _stat_shape(self, x):
+        shape = [1] * x.ndim
+        shape[self._axis(x.ndim)] = -1
+        return shape
+
+    def forward(self, xp, inputs, aux, is_train):
+        x, gamma, beta = inputs
+        moving_mean, moving_var = aux
+        axis = self._axis(x.ndim)
+        red = tuple(i for i in range(x.ndim) if i != axis)
+        xc = x.astype(gamma.dtype, copy=False)  # float16 data: compute in float32
+        if is_train and not self.use_global_stats:
+            mean = xc.mean(axis=red)
+            var = xc.var(axis=red)
+            m = self.momentum
+            moving_mean *= m
+            moving_mean += (1 - m) * mean
+            moving_var *= m
+            moving_var += (1 - m) * var
+        else:
+            mean, var = moving_mean.copy(), moving_var
+        inv_std = 1 / xp.sqrt(var + self.eps)
+        shape = self._stat_shape(x)
+        scale = inv_std if self.fix_gamma else gamma * inv_std
+        y = (xc - mean.reshape(shape)) * scale.reshape(shape) + beta.reshape(shape)
+        return [y.astype(x.dtype, copy=False), mean, inv_std], (mean, inv_std)
+
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        x, gamma = inputs[0], inputs[1]
+        mean, inv_std = saved
+        axis = self._axis(x.ndim)
+        red = tuple(i for i in range(x.ndim) if i != axis)
+        shape = self._stat_shape(x)
+        g = out_grads[0].astype(mean.dtype, copy=False)
+        want_gamma = need_grad[1] and not self.fix_gamma
+        batch_stats = need_grad[0] and not self.use_global_stats
+        ggamma = xhat = None
+        if want_gamma or batch_stats:
+            xhat = (x.astype(mean.dtype, copy=False) - mean.reshape(shape)) \
+                * inv_std.reshape(shape)
+            ggamma = (g * xhat).sum(axis=red)
+        gbeta = g.sum(axis=red) if need_grad[2] or batch_stats else None
+        gx = None
+        if need_grad[0]:
+            scale = (inv_std if self.fix_gamma else gamma * inv_std).reshape(shape)
+            if batch_stats:
+                n = x.size // x.shape[axis]
+                gx = (g - (gbeta / n).reshape(shape) - xhat * (ggamma / n).reshape(shape)) * scale
+            else:  # moving statistics are constants
+                gx = g * scale
+            gx = gx.astype(x.dtype, copy=False)
+        if need_grad[1] and self.fix_gamma:
+            ggamma = xp.zeros_like(mean)
+        return [gx, ggamma if need_grad[1] else None, gbeta if need_grad[2] else None]
