@@ -255,7 +255,7 @@ class Symbol:
         return self._binary(other, "_Power", "_PowerScalar", "_power")
 
     def __rpow__(self, other):
-        return self._binary(other, "_Power", "_RPowerScalar", "_rpower")
+        return self._binary(other, "_Power", "_RPowerScalar", "_rpower_")  # MXNet: _rpower_scalar0
 
     def __neg__(self):
         return self * -1.0

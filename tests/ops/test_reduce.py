@@ -3,7 +3,7 @@ import pytest
 
 from raymod.test_utils import bind, check_forward, check_gradient, op_symbol
 
-NUMPY = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
+NUMPY = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min}
 # (attributes, numpy axis, output shape without keepdims)
 AXES = [({}, None, (1,)), ({"axis": 1}, 1, (2, 4)), ({"axis": (0, -1)}, (0, 2), (3,)),
         ({"axis": 1, "exclude": True}, (0, 2), (3,)), ({"axis": ()}, None, (1,))]
@@ -31,3 +31,12 @@ def test_max_ties_all_get_the_gradient():
     ex.forward(is_train=True)
     ex.backward([np.array([1., 2])])
     np.testing.assert_array_equal(ex.grad_dict["data"], [[0, 1, 1], [2, 2, 0]])
+
+
+def test_prod_gradient_with_zeros(ctx):
+    # rows with no zero, one zero and two zeros: the gradient is the product of the others
+    x = np.array([[2., 3, 4], [0, 3, 4], [0, 0, 4]])
+    s = op_symbol("prod", ["data"], axis=1)
+    check_forward(s, {"data": x}, np.array([24., 0, 0]), ctx)
+    grads = check_gradient(s, {"data": x}, ctx, out_grads=[np.ones(3)])
+    np.testing.assert_array_equal(grads["data"], [[12, 8, 6], [12, 0, 0], [0, 0, 0]])

@@ -1,4 +1,4 @@
-"""broadcast_add/sub/mul/div: arithmetic with numpy broadcasting."""
+"""broadcast_add/sub/mul/div/power/maximum/minimum: arithmetic with numpy broadcasting."""
 from __future__ import annotations
 
 from ...base import ShapeError
@@ -40,10 +40,10 @@ class _BroadcastBinary(Op):
 
     def forward(self, xp, inputs, aux, is_train):
         a, b = inputs
-        return [self.compute(a, b)], (a.shape, b.shape)
+        return [self.compute(xp, a, b)], (a.shape, b.shape)
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
-        ga, gb = self.grads(out_grads[0], inputs, outputs, need_grad)
+        ga, gb = self.grads(xp, out_grads[0], inputs, outputs, need_grad)
         return [sum_to_shape(xp, ga, saved[0]) if need_grad[0] else None,
                 sum_to_shape(xp, gb, saved[1]) if need_grad[1] else None]
 
@@ -54,10 +54,10 @@ class BroadcastAdd(_BroadcastBinary):
     name = "broadcast_add"
     aliases = ("broadcast_plus",)
 
-    def compute(self, a, b):
+    def compute(self, xp, a, b):
         return a + b
 
-    def grads(self, g, inputs, outputs, need):
+    def grads(self, xp, g, inputs, outputs, need):
         return g, g
 
 
@@ -67,10 +67,10 @@ class BroadcastSub(_BroadcastBinary):
     name = "broadcast_sub"
     aliases = ("broadcast_minus",)
 
-    def compute(self, a, b):
+    def compute(self, xp, a, b):
         return a - b
 
-    def grads(self, g, inputs, outputs, need):
+    def grads(self, xp, g, inputs, outputs, need):
         return g, (-g if need[1] else None)
 
 
@@ -80,10 +80,10 @@ class BroadcastMul(_BroadcastBinary):
     name = "broadcast_mul"
     retain_inputs = (0, 1)
 
-    def compute(self, a, b):
+    def compute(self, xp, a, b):
         return a * b
 
-    def grads(self, g, inputs, outputs, need):
+    def grads(self, xp, g, inputs, outputs, need):
         a, b = inputs
         return (g * b if need[0] else None), (g * a if need[1] else None)
 
@@ -95,9 +95,62 @@ class BroadcastDiv(_BroadcastBinary):
     retain_inputs = (1,)
     retain_outputs = (0,)
 
-    def compute(self, a, b):
+    def compute(self, xp, a, b):
         return a / b
 
-    def grads(self, g, inputs, outputs, need):
+    def grads(self, xp, g, inputs, outputs, need):
         ga = g / inputs[1]
         return ga, (-ga * outputs[0] if need[1] else None)
+
+
+class BroadcastPower(_BroadcastBinary):
+    """``lhs ** rhs`` with broadcasting (gradients as ``_power``).
+
+    Backward keeps both inputs and the output.
+    """
+
+    name = "broadcast_power"
+    retain_inputs = (0, 1)
+    retain_outputs = (0,)
+
+    def compute(self, xp, a, b):
+        return a ** b
+
+    def grads(self, xp, g, inputs, outputs, need):
+        a, b = inputs
+        return (g * b * a ** (b - 1) if need[0] else None,
+                g * outputs[0] * xp.log(a) if need[1] else None)
+
+
+class BroadcastMaximum(_BroadcastBinary):
+    """``max(lhs, rhs)`` with broadcasting; on ties ``lhs`` gets the gradient (as in MXNet).
+
+    Backward keeps both inputs.
+    """
+
+    name = "broadcast_maximum"
+    retain_inputs = (0, 1)
+
+    def compute(self, xp, a, b):
+        return xp.maximum(a, b)
+
+    def grads(self, xp, g, inputs, outputs, need):
+        left = inputs[0] >= inputs[1]
+        return (g * left if need[0] else None), (g * ~left if need[1] else None)
+
+
+class BroadcastMinimum(_BroadcastBinary):
+    """``min(lhs, rhs)`` with broadcasting; on ties ``lhs`` gets the gradient (as in MXNet).
+
+    Backward keeps both inputs.
+    """
+
+    name = "broadcast_minimum"
+    retain_inputs = (0, 1)
+
+    def compute(self, xp, a, b):
+        return xp.minimum(a, b)
+
+    def grads(self, xp, g, inputs, outputs, need):
+        left = inputs[0] <= inputs[1]
+        return (g * left if need[0] else None), (g * ~left if need[1] else None)

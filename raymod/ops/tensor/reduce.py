@@ -1,4 +1,4 @@
-"""Reductions over axes: sum, mean, max, min."""
+"""Reductions over axes: sum, mean, prod, max, min."""
 from __future__ import annotations
 
 import math
@@ -86,6 +86,31 @@ class Mean(_Reduce):
         count = math.prod(saved[i] for i in axes)
         g = self._expand(out_grads[0], saved, axes) / count
         return [xp.broadcast_to(g, saved)]
+
+
+class Prod(_Reduce):
+    """Product over ``axis``; shapes as :class:`Sum`. Backward keeps the input.
+
+    The gradient of each element is the product of the others in its slice, computed without
+    dividing by zero: slices with one zero send their gradient only to that zero, slices with
+    more than one send none. (MXNet divides the output by the input and gives NaN at zeros.)
+    """
+
+    name = "prod"
+    retain_inputs = (0,)
+
+    def reduce(self, xp, x, axes):
+        return x.prod(axis=axes)
+
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        x = inputs[0]
+        axes = self.reduced_axes(x.ndim)
+        zero = x == 0
+        nonzero = xp.where(zero, xp.ones((), x.dtype), x)
+        rest = nonzero.prod(axis=axes, keepdims=True)  # product of the non-zero entries
+        zeros = zero.sum(axis=axes, keepdims=True)
+        others = xp.where(zeros == 0, rest / nonzero, xp.where(zero & (zeros == 1), rest, 0))
+        return [self._expand(out_grads[0], x.shape, axes) * others.astype(x.dtype, copy=False)]
 
 
 class _Extreme(_Reduce):

@@ -1,5 +1,8 @@
-"""Arithmetic with a scalar: ``x + s``, ``x - s``, ``s - x``, ``x * s``, ``x / s``, ``s / x``."""
+"""Arithmetic with a scalar: ``x + s``, ``x - s``, ``s - x``, ``x * s``, ``x / s``, ``s / x``,
+``x ** s``, ``s ** x``, ``max(x, s)``, ``min(x, s)``."""
 from __future__ import annotations
+
+import math
 
 from ..base import ElementwiseOp, Param
 
@@ -9,7 +12,7 @@ class _ScalarOp(ElementwiseOp):
 
     def forward(self, xp, inputs, aux, is_train):
         x = inputs[0]
-        return [self.compute(x, self.scalar).astype(x.dtype, copy=False)], None
+        return [self.compute(xp, x, self.scalar).astype(x.dtype, copy=False)], None
 
 
 class PlusScalar(_ScalarOp):
@@ -18,7 +21,7 @@ class PlusScalar(_ScalarOp):
     name = "_plus_scalar"
     aliases = ("_PlusScalar",)
 
-    def compute(self, x, s):
+    def compute(self, xp, x, s):
         return x + s
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
@@ -31,7 +34,7 @@ class MinusScalar(_ScalarOp):
     name = "_minus_scalar"
     aliases = ("_MinusScalar",)
 
-    def compute(self, x, s):
+    def compute(self, xp, x, s):
         return x - s
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
@@ -44,7 +47,7 @@ class RMinusScalar(_ScalarOp):
     name = "_rminus_scalar"
     aliases = ("_RMinusScalar",)
 
-    def compute(self, x, s):
+    def compute(self, xp, x, s):
         return s - x
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
@@ -57,7 +60,7 @@ class MulScalar(_ScalarOp):
     name = "_mul_scalar"
     aliases = ("_MulScalar",)
 
-    def compute(self, x, s):
+    def compute(self, xp, x, s):
         return x * s
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
@@ -70,7 +73,7 @@ class DivScalar(_ScalarOp):
     name = "_div_scalar"
     aliases = ("_DivScalar",)
 
-    def compute(self, x, s):
+    def compute(self, xp, x, s):
         return x / s
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
@@ -84,9 +87,74 @@ class RDivScalar(_ScalarOp):
     aliases = ("_RDivScalar",)
     retain_inputs = (0,)
 
-    def compute(self, x, s):
+    def compute(self, xp, x, s):
         return s / x
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
         x = inputs[0]
         return [out_grads[0] * (-self.scalar / (x * x))]
+
+
+class PowerScalar(_ScalarOp):
+    """``data ** scalar``. Backward keeps the input."""
+
+    name = "_power_scalar"
+    aliases = ("_PowerScalar",)
+    retain_inputs = (0,)
+
+    def compute(self, xp, x, s):
+        return x ** s
+
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        x = inputs[0]
+        return [out_grads[0] * (self.scalar * x ** (self.scalar - 1))]
+
+
+class RPowerScalar(_ScalarOp):
+    """``scalar ** data``. Backward keeps the output (the gradient is ``out * log(scalar)``)."""
+
+    name = "_rpower_scalar"
+    aliases = ("_RPowerScalar",)
+    retain_outputs = (0,)
+
+    def compute(self, xp, x, s):
+        return s ** x
+
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        s = self.scalar
+        log_s = math.log(s) if s > 0 else (-math.inf if s == 0 else math.nan)
+        return [out_grads[0] * outputs[0] * log_s]
+
+
+class MaximumScalar(_ScalarOp):
+    """``max(data, scalar)``; where ``data == scalar`` the gradient passes (as in MXNet).
+
+    Backward keeps the input.
+    """
+
+    name = "_maximum_scalar"
+    aliases = ("_MaximumScalar",)
+    retain_inputs = (0,)
+
+    def compute(self, xp, x, s):
+        return xp.maximum(x, s)
+
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        return [out_grads[0] * (inputs[0] >= self.scalar)]
+
+
+class MinimumScalar(_ScalarOp):
+    """``min(data, scalar)``; where ``data == scalar`` the gradient passes (as in MXNet).
+
+    Backward keeps the input.
+    """
+
+    name = "_minimum_scalar"
+    aliases = ("_MinimumScalar",)
+    retain_inputs = (0,)
+
+    def compute(self, xp, x, s):
+        return xp.minimum(x, s)
+
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        return [out_grads[0] * (inputs[0] <= self.scalar)]

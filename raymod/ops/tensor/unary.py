@@ -1,5 +1,6 @@
 """Elementwise math on one input: exp, log, sqrt, square, abs, negative, reciprocal, sigmoid,
-tanh, relu. Each op says whether backward reads its input or its output."""
+tanh, relu, rsqrt, log1p, expm1, sin, cos, and the zero-gradient sign and rounding ops.
+Each op says whether backward reads its input or its output."""
 from __future__ import annotations
 
 from ..base import ElementwiseOp
@@ -103,3 +104,105 @@ class Relu(_Unary):
     retain_outputs = (0,)
     f = staticmethod(lambda xp, x: xp.maximum(x, 0))
     df = staticmethod(lambda xp, g, x, y: g * (y > 0))
+
+
+class Rsqrt(_Unary):
+    """``1 / sqrt(data)``. Backward keeps the output (d/dx = -y**3 / 2)."""
+
+    name = "rsqrt"
+    retain_outputs = (0,)
+    f = staticmethod(lambda xp, x: 1 / xp.sqrt(x))
+    df = staticmethod(lambda xp, g, x, y: -0.5 * g * y * y * y)
+
+
+class Log1p(_Unary):
+    """``log(1 + data)``, accurate near 0. Backward keeps the input."""
+
+    name = "log1p"
+    retain_inputs = (0,)
+    f = staticmethod(lambda xp, x: xp.log1p(x))
+    df = staticmethod(lambda xp, g, x, y: g / (1 + x))
+
+
+class Expm1(_Unary):
+    """``exp(data) - 1``, accurate near 0. Backward keeps the output (d/dx = y + 1)."""
+
+    name = "expm1"
+    retain_outputs = (0,)
+    f = staticmethod(lambda xp, x: xp.expm1(x))
+    df = staticmethod(lambda xp, g, x, y: g * (y + 1))
+
+
+class Sin(_Unary):
+    """Sine. Backward keeps the input."""
+
+    name = "sin"
+    retain_inputs = (0,)
+    f = staticmethod(lambda xp, x: xp.sin(x))
+    df = staticmethod(lambda xp, g, x, y: g * xp.cos(x))
+
+
+class Cos(_Unary):
+    """Cosine. Backward keeps the input."""
+
+    name = "cos"
+    retain_inputs = (0,)
+    f = staticmethod(lambda xp, x: xp.cos(x))
+    df = staticmethod(lambda xp, g, x, y: -g * xp.sin(x))
+
+
+class _Piecewise(_Unary):
+    """Piecewise-constant ops: the gradient is zero everywhere (as MXNet defines it)."""
+
+    df = staticmethod(lambda xp, g, x, y: xp.zeros_like(g))
+
+
+class Sign(_Piecewise):
+    """-1, 0 or 1 by the sign of ``data``. Zero gradient; backward keeps nothing."""
+
+    name = "sign"
+    f = staticmethod(lambda xp, x: xp.sign(x))
+
+
+class Floor(_Piecewise):
+    """Largest integer <= ``data``. Zero gradient; backward keeps nothing."""
+
+    name = "floor"
+    f = staticmethod(lambda xp, x: xp.floor(x))
+
+
+class Ceil(_Piecewise):
+    """Smallest integer >= ``data``. Zero gradient; backward keeps nothing."""
+
+    name = "ceil"
+    f = staticmethod(lambda xp, x: xp.ceil(x))
+
+
+class Round(_Piecewise):
+    """Nearest integer, halves rounded away from zero (MXNet's ``round``, unlike numpy's).
+
+    Zero gradient; backward keeps nothing.
+    """
+
+    name = "round"
+    f = staticmethod(lambda xp, x: _round_half_away(xp, x))
+
+
+def _round_half_away(xp, x):
+    t = xp.trunc(x)
+    return t + xp.sign(x) * (xp.abs(x - t) >= 0.5)
+
+
+class Rint(_Piecewise):
+    """Nearest integer, halves rounded to even. Zero gradient; backward keeps nothing."""
+
+    name = "rint"
+    f = staticmethod(lambda xp, x: xp.rint(x))
+
+
+class Trunc(_Piecewise):
+    """``data`` rounded toward zero. Zero gradient; backward keeps nothing."""
+
+    name = "trunc"
+    aliases = ("fix",)
+    f = staticmethod(lambda xp, x: xp.trunc(x))
