@@ -278,6 +278,11 @@ class Executor:
 
     @staticmethod
     def _infer(symbol: Symbol, shapes: dict, dtypes: dict, what: str):
+        names = symbol.list_inputs()
+        duplicates = {n for n in names if names.count(n) > 1}
+        if duplicates:
+            raise MXNetError(f"{what}: several different variables are named "
+                             f"{names_list(duplicates)}; variable names must be unique")
         values = shape_values(symbol, shapes)
         unknown = [n.name for n in symbol.topo()
                    if n.is_variable and not known(values.get((id(n), 0)))]

@@ -123,6 +123,14 @@ def format_attr(value: Any) -> str:
     return str(value)
 
 
+def _given_str(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (np.dtype, type)):
+        return np.dtype(value).name
+    return str(value)
+
+
 def known(shape: Sequence[int] | None) -> bool:
     """True when a shape is fully known (not None, no 0 dimension)."""
     return shape is not None and all(d > 0 for d in shape)
@@ -189,8 +197,8 @@ class Op:
                                                                              spec.default)
             self.attrs[key] = value
             setattr(self, key, value)
-        # what the user gave, kept for JSON as MXNet writes only given attributes
-        self.given = {k: format_attr(self.attrs[k]) for k in attrs}
+        # what the user gave, as MXNet writes it (str(value)) for JSON
+        self.given = {k: _given_str(v) for k, v in attrs.items()}
         self.check()
 
     def check(self) -> None:

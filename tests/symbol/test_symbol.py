@@ -136,3 +136,14 @@ def test_bind_errors_name_the_argument():
         net.simple_bind(rm.cpu())
     with pytest.raises(TypeError, match="shape of 'data' must be a tuple"):
         net.simple_bind(rm.cpu(), data=np.zeros((2, 3)))
+
+
+def test_duplicate_variable_names_are_refused_at_bind():
+    net = sym.Variable("x") + sym.Activation(sym.Variable("x"), act_type="relu")
+    with pytest.raises(MXNetError, match="several different variables are named 'x'"):
+        net.simple_bind(rm.cpu(), x=(2, 3))
+
+
+def test_json_keeps_attribute_strings_as_given():
+    s = sym.SliceChannel(sym.Variable("d"), num_outputs=2, squeeze_axis=1, name="s")
+    assert json.loads(s.tojson())["nodes"][-1]["attrs"] == {"num_outputs": "2", "squeeze_axis": "1"}
