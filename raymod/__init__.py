@@ -16,6 +16,7 @@ from . import initializer as init
 from . import callback, io, lr_scheduler, metric, optimizer
 from . import kvstore
 from . import kvstore as kv
+from . import rnn
 from .executor import Executor
 
 __version__ = "0.1.0"
