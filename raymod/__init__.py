@@ -17,6 +17,9 @@ from . import callback, io, lr_scheduler, metric, optimizer
 from . import kvstore
 from . import kvstore as kv
 from . import rnn
+from . import checkpoint, model, module
+from . import module as mod
+from . import ndarray_io as nd
 from .executor import Executor
 
 __version__ = "0.1.0"

@@ -531,17 +531,15 @@ class Mixed:
 
 
 def _load_param_file(path: str) -> dict:
-    """Arrays saved at ``path``: raymod's ``nd.load`` when present, else a numpy ``.npz``."""
-    try:
-        loader = importlib.import_module("raymod.ndarray").load
-    except (ImportError, AttributeError):
-        loader = None
-    if loader is not None:
-        return dict(loader(path))
+    """Arrays saved at ``path``: a ``.npz`` file, or a ``.params`` file in MXNet's format."""
     if path.endswith(".npz"):
-        with np.load(path) as npz:
+        with np.load(path, allow_pickle=False) as npz:
             return {k: npz[k] for k in npz.files}
-    raise ValueError(f"cannot read parameters from {path!r}: pass a dict of arrays, or a .npz file")
+    from .ndarray_io import load
+    arrays = load(path)
+    if not isinstance(arrays, dict):
+        raise ValueError(f"{path!r} holds an unnamed list of arrays; Load needs named parameters")
+    return arrays
 
 
 class Load:

@@ -1,0 +1,10 @@
+"""Modules, as MXNet 1.x's ``mx.mod``: ``rm.mod.Module(symbol, ...)``.
+
+A module binds a symbol to devices and trains it: ``bind``, ``init_params``,
+``init_optimizer``, then ``forward``/``backward``/``update``, or all of it through ``fit``.
+"""
+from .base_module import BaseModule
+from .lifecycle import Stage, StageError
+from .module import Module
+
+__all__ = ["BaseModule", "Module", "Stage", "StageError"]

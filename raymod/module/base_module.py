@@ -1,0 +1,581 @@
+"""``BaseModule``: the training API every module shares (``fit``, ``score``, ``predict``).
+
+The loops here call only a module's primitives (``bind``, ``init_params``,
+``init_optimizer``, ``forward``, ``backward``, ``update``, ``update_metric``, ``prepare``).
+``fit`` is a short table of contents over named hooks (``_fit_setup``,
+``_fit_begin_epoch``, ``_fit_epoch``, ``_fit_batch``, ``_fit_end_epoch``,
+``_fit_evaluate``) that variants such as BucketingModule and SVRGModule override.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from typing import Any, Iterator
+
+from .. import metric as _metric
+from ..callback import BatchEndParam
+from ..checkpoint import params_dict, split_params
+from ..initializer import Uniform
+from ..io import DataBatch, DataIter
+from ..model import _check_kvstore_arg
+from .. import ndarray_io
+from ..optimizer import Optimizer, get_array_module
+from ..optimizer.optimizer import _REGISTRY as _OPT_REGISTRY
+from .lifecycle import Stage
+
+__all__ = ["BaseModule"]
+
+
+def _as_list(obj: Any) -> list:
+    """``obj`` as a list: None -> [], a list stays, anything else is wrapped."""
+    if obj is None:
+        return []
+    return list(obj) if isinstance(obj, (list, tuple)) else [obj]
+
+
+def _check_optimizer_arg(optimizer: Any) -> None:
+    """TypeError/ValueError for an optimizer argument no optimizer can be made from."""
+    if isinstance(optimizer, Optimizer):
+        return
+    if not isinstance(optimizer, str):
+        raise TypeError(f"optimizer must be an Optimizer or a registered name, got "
+                        f"{type(optimizer).__name__}")
+    if optimizer not in _OPT_REGISTRY:
+        raise ValueError(f"unknown optimizer {optimizer!r}; known optimizers: "
+                         f"{', '.join(_OPT_REGISTRY.names())}")
+
+
+def _concat(arrays: list) -> Any:
+    """Concatenate along axis 0 with the arrays' own module (numpy or cupy)."""
+    return get_array_module(arrays[0]).concatenate(arrays, axis=0)
+
+
+def _strip_pad(outputs: list, pad: int | None, copy: bool) -> list:
+    """Outputs without their last ``pad`` rows (the iterator's filler)."""
+    pad = pad or 0
+    stripped = [out[0:out.shape[0] - pad] for out in outputs]
+    return [s.copy() for s in stripped] if copy else stripped
+
+
+class BaseModule:
+    """The interface of a module: a network plus everything needed to train and run it.
+
+    A module moves through four stages (see :class:`~raymod.module.lifecycle.Stage`):
+    created, bound (executors allocated: ``bind``), parameters initialized
+    (``init_params``/``set_params``), optimizer installed (``init_optimizer``). Methods
+    that need a later stage raise an error naming the missing call. The MXNet flags
+    ``binded``, ``params_initialized`` and ``optimizer_initialized`` read the stage.
+
+    Parameters
+    ----------
+    logger : Logger, default logging
+        Where ``fit`` writes its progress lines.
+    """
+
+    def __init__(self, logger: Any = logging):
+        self.logger = logger
+        self._stage = Stage.CREATED
+        self.for_training = False
+        self.inputs_need_grad = False
+        self._symbol = None
+        self._total_exec_bytes = 0
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    @property
+    def binded(self) -> bool:
+        """Whether ``bind`` has made the executors (MXNet's flag, read-only)."""
+        return self._stage.binded
+
+    @property
+    def params_initialized(self) -> bool:
+        """Whether parameter values exist (MXNet's flag, read-only)."""
+        return self._stage.params_initialized
+
+    @property
+    def optimizer_initialized(self) -> bool:
+        """Whether an optimizer is installed (MXNet's flag, read-only)."""
+        return self._stage.optimizer_initialized
+
+    @property
+    def stage(self) -> Stage:
+        """The module's lifecycle stage."""
+        return self._stage
+
+    def _require(self, needed: Stage, action: str) -> None:
+        """StageError naming the missing setup call unless the module has reached ``needed``."""
+        self._stage.require(needed, action)
+
+    # ---- high-level API ---------------------------------------------------------------------
+    def forward_backward(self, data_batch: Any) -> None:
+        """A forward pass in training mode followed by a backward pass.
+
+        Parameters
+        ----------
+        data_batch : DataBatch
+            The batch; its labels feed the loss heads.
+        """
+        self.forward(data_batch, is_train=True)
+        self.backward()
+
+    def score(self, eval_data: Any, eval_metric: Any, num_batch: int | None = None,
+              batch_end_callback: Any = None, score_end_callback: Any = None,
+              reset: bool = True, epoch: int = 0, sparse_row_id_fn: Any = None) -> list:
+        """Run inference over an iterator and evaluate a metric.
+
+        Parameters
+        ----------
+        eval_data : DataIter
+            Batches to evaluate.
+        eval_metric : EvalMetric or str
+            The metric, or a name ``rm.metric.create`` understands. It is reset first.
+        num_batch : int, optional
+            Stop after this many batches (default: the whole iterator).
+        batch_end_callback : callable or list of callable, optional
+            Called with a :class:`BatchEndParam` after each batch.
+        score_end_callback : callable or list of callable, optional
+            Called with a :class:`BatchEndParam` (``nbatch`` = batches seen) at the end.
+        reset : bool, default True
+            Reset ``eval_data`` before starting.
+        epoch : int, default 0
+            Passed to the callbacks.
+        sparse_row_id_fn : callable, optional
+            Passed to :meth:`prepare`.
+
+        Returns
+        -------
+        list of (str, float)
+            The metric's ``get_name_value()``.
+
+        Examples
+        --------
+        >>> mod.score(val_iter, 'acc')
+        [('accuracy', 0.93)]
+        """
+        self._require(Stage.PARAMS_READY, "score")
+        if reset:
+            eval_data.reset()
+        eval_metric = _metric.create(eval_metric)
+        eval_metric.reset()
+        seen = 0
+        for nbatch, batch in enumerate(eval_data):
+            if num_batch is not None and nbatch == num_batch:
+                break
+            self.prepare(batch, sparse_row_id_fn=sparse_row_id_fn)
+            self.forward(batch, is_train=False)
+            self._update_metric_from(eval_metric, batch)
+            for callback in _as_list(batch_end_callback):
+                callback(BatchEndParam(epoch=epoch, nbatch=nbatch, eval_metric=eval_metric,
+                                       locals=locals()))
+            seen += 1
+        for callback in _as_list(score_end_callback):
+            callback(BatchEndParam(epoch=epoch, nbatch=seen, eval_metric=eval_metric,
+                                   locals=locals()))
+        return eval_metric.get_name_value()
+
+    def iter_predict(self, eval_data: Any, num_batch: int | None = None, reset: bool = True,
+                     sparse_row_id_fn: Any = None) -> Iterator[tuple]:
+        """Yield ``(outputs, nbatch, batch)`` for each batch, padding rows removed.
+
+        Parameters
+        ----------
+        eval_data : DataIter
+            Batches to run.
+        num_batch : int, optional
+            Stop after this many batches.
+        reset : bool, default True
+            Reset ``eval_data`` first.
+        sparse_row_id_fn : callable, optional
+            Passed to :meth:`prepare`.
+
+        Examples
+        --------
+        >>> for outputs, i, batch in mod.iter_predict(it):
+        ...     probs = outputs[0]
+        """
+        self._require(Stage.PARAMS_READY, "iter_predict")
+        if reset:
+            eval_data.reset()
+        for nbatch, batch in enumerate(eval_data):
+            if num_batch is not None and nbatch == num_batch:
+                break
+            self.prepare(batch, sparse_row_id_fn=sparse_row_id_fn)
+            self.forward(batch, is_train=False)
+            outputs = _strip_pad(self.get_outputs(), getattr(batch, "pad", 0), copy=False)
+            yield outputs, nbatch, batch
+
+    def predict(self, eval_data: Any, num_batch: int | None = None, merge_batches: bool = True,
+                reset: bool = True, always_output_list: bool = False,
+                sparse_row_id_fn: Any = None) -> Any:
+        """Run inference and collect the outputs.
+
+        Parameters
+        ----------
+        eval_data : DataIter or array
+            Batches to run. A bare (numpy or cupy) array is run as one batch of the first
+            data input, and its first output is returned.
+        num_batch : int, optional
+            Stop after this many batches.
+        merge_batches : bool, default True
+            Concatenate the batches' outputs (padding rows removed) into one array per
+            output; otherwise return one list of outputs per batch.
+        reset : bool, default True
+            Reset ``eval_data`` first.
+        always_output_list : bool, default False
+            With merged batches and a single output, return ``[out]`` instead of ``out``.
+        sparse_row_id_fn : callable, optional
+            Passed to :meth:`prepare`.
+
+        Returns
+        -------
+        array, list of arrays, or list of lists of arrays
+            As described above; an empty list when the iterator yields nothing.
+
+        Examples
+        --------
+        >>> probs = mod.predict(val_iter)          # (num_rows, num_classes)
+        >>> probs = mod.predict(np.ones((3, 20), np.float32))
+        """
+        self._require(Stage.PARAMS_READY, "predict")
+        if hasattr(eval_data, "shape") and hasattr(eval_data, "dtype"):
+            self.forward(DataBatch([eval_data]), is_train=False)
+            return self.get_outputs()[0].copy()
+        if not (isinstance(eval_data, DataIter) or
+                (hasattr(eval_data, "reset") and hasattr(eval_data, "__iter__"))):
+            raise ValueError("eval_data must be a DataIter or an array, got "
+                             f"{type(eval_data).__name__}")
+        if reset:
+            eval_data.reset()
+        per_batch = []
+        for nbatch, batch in enumerate(eval_data):
+            if num_batch is not None and nbatch == num_batch:
+                break
+            self.prepare(batch, sparse_row_id_fn=sparse_row_id_fn)
+            self.forward(batch, is_train=False)
+            per_batch.append(_strip_pad(self.get_outputs(), getattr(batch, "pad", 0), copy=True))
+        if not per_batch or not merge_batches:
+            return per_batch
+        num_outputs = len(per_batch[0])
+        if any(len(outs) != num_outputs for outs in per_batch):
+            raise ValueError("cannot merge batches: the number of outputs differs between "
+                             "batches (bucketing?); use merge_batches=False")
+        merged = [_concat([outs[i] for outs in per_batch]) for i in range(num_outputs)]
+        return merged[0] if num_outputs == 1 and not always_output_list else merged
+
+    def fit(self, train_data: Any, eval_data: Any = None, eval_metric: Any = "acc",
+            epoch_end_callback: Any = None, batch_end_callback: Any = None,
+            kvstore: Any = "local", optimizer: Any = "sgd",
+            optimizer_params: Any = (("learning_rate", 0.01),), eval_end_callback: Any = None,
+            eval_batch_end_callback: Any = None, initializer: Any = Uniform(0.01),
+            arg_params: dict | None = None, aux_params: dict | None = None,
+            allow_missing: bool = False, force_rebind: bool = False, force_init: bool = False,
+            begin_epoch: int = 0, num_epoch: int | None = None, validation_metric: Any = None,
+            monitor: Any = None, sparse_row_id_fn: Any = None) -> None:
+        """Train the module.
+
+        Parameters
+        ----------
+        train_data : DataIter
+            Training batches; ``provide_data``/``provide_label`` are used to bind.
+        eval_data : DataIter, optional
+            Validation batches, scored after every epoch.
+        eval_metric : str or EvalMetric, default 'acc'
+            Training metric, logged at the end of each epoch.
+        epoch_end_callback : callable or list of callable, optional
+            Called as ``cb(epoch, symbol, arg_params, aux_params)`` after each epoch.
+        batch_end_callback : callable or list of callable, optional
+            Called with a :class:`BatchEndParam` after each training batch.
+        kvstore : str or KVStore, default 'local'
+            Where gradients are aggregated (see ``init_optimizer``).
+        optimizer : str or Optimizer, default 'sgd'
+            The optimizer, or its registered name.
+        optimizer_params : dict or tuple of pairs, default (('learning_rate', 0.01),)
+            Constructor arguments when ``optimizer`` is a name.
+        eval_end_callback : callable or list of callable, optional
+            Called at the end of each validation pass (``score_end_callback``).
+        eval_batch_end_callback : callable or list of callable, optional
+            Called after each validation batch.
+        initializer : Initializer, default Uniform(0.01)
+            Fills parameters not given in ``arg_params``/``aux_params``.
+        arg_params, aux_params : dict of str to array, optional
+            Starting values of the parameters and auxiliary states.
+        allow_missing : bool, default False
+            Let ``initializer`` fill names missing from ``arg_params``/``aux_params``.
+        force_rebind : bool, default False
+            Rebind even if already bound.
+        force_init : bool, default False
+            Re-initialize parameters even if already initialized.
+        begin_epoch : int, default 0
+            First epoch number (to resume training).
+        num_epoch : int
+            Train until this epoch number (exclusive). Required.
+        validation_metric : str or EvalMetric, optional
+            Metric for ``eval_data``; defaults to ``eval_metric``.
+        monitor : Monitor, optional
+            Installed on the executors; ticks around every batch.
+        sparse_row_id_fn : callable, optional
+            Passed to :meth:`prepare`.
+
+        Notes
+        -----
+        Per batch: ``forward_backward``, ``update``, ``update_metric`` with that batch's
+        labels, then the next batch is fetched and ``prepare``-d, then the batch-end
+        callbacks run. Each epoch logs ``Epoch[e] Train-<metric>=<value>`` and
+        ``Epoch[e] Time cost=<seconds>``, syncs parameters, runs the epoch-end callbacks
+        and, with ``eval_data``, logs ``Epoch[e] Validation-<metric>=<value>``.
+
+        Examples
+        --------
+        >>> mod = rm.mod.Module(net)
+        >>> mod.fit(train_iter, eval_data=val_iter, optimizer='sgd',
+        ...         optimizer_params={'learning_rate': 0.1}, num_epoch=10)
+        """
+        if num_epoch is None:
+            raise ValueError("fit needs num_epoch: the epoch to stop before")
+        _check_kvstore_arg(kvstore)
+        _check_optimizer_arg(optimizer)
+        validation_metric = eval_metric if validation_metric is None else validation_metric
+        eval_metric = _metric.create(eval_metric)
+        self._fit_setup(train_data, kvstore, optimizer, optimizer_params, initializer,
+                        arg_params, aux_params, allow_missing, force_rebind, force_init, monitor)
+        for epoch in range(begin_epoch, num_epoch):
+            tic = time.time()
+            self._fit_begin_epoch(epoch, train_data, eval_metric)
+            name_values = self._fit_epoch(epoch, train_data, eval_metric, batch_end_callback,
+                                          monitor, sparse_row_id_fn)
+            self._fit_end_epoch(epoch, name_values, tic, epoch_end_callback)
+            if eval_data:
+                self._fit_evaluate(epoch, eval_data, validation_metric, eval_end_callback,
+                                   eval_batch_end_callback)
+            train_data.reset()
+
+    # ---- fit hooks --------------------------------------------------------------------------
+    def _fit_setup(self, train_data: Any, kvstore: Any, optimizer: Any, optimizer_params: Any,
+                   initializer: Any, arg_params: Any, aux_params: Any, allow_missing: bool,
+                   force_rebind: bool, force_init: bool, monitor: Any) -> None:
+        """Bind to the training data, install the monitor, init parameters and optimizer."""
+        self.bind(data_shapes=train_data.provide_data, label_shapes=train_data.provide_label,
+                  for_training=True, force_rebind=force_rebind)
+        if monitor is not None:
+            self.install_monitor(monitor)
+        self.init_params(initializer=initializer, arg_params=arg_params, aux_params=aux_params,
+                         allow_missing=allow_missing, force_init=force_init)
+        self.init_optimizer(kvstore=kvstore, optimizer=optimizer,
+                            optimizer_params=optimizer_params)
+
+    def _fit_begin_epoch(self, epoch: int, train_data: Any, eval_metric: Any) -> None:
+        """Start an epoch: reset the training metric (SVRGModule adds its full-gradient pass)."""
+        eval_metric.reset()
+
+    def _fit_epoch(self, epoch: int, train_data: Any, eval_metric: Any, batch_end_callback: Any,
+                   monitor: Any, sparse_row_id_fn: Any) -> list:
+        """One pass over ``train_data``; returns the metric's global (name, value) pairs."""
+        batches = iter(train_data)
+        batch = next(batches, None)
+        if batch is None:
+            raise ValueError(f"train_data yielded no batches in epoch {epoch}")
+        nbatch, name_values = 0, []
+        while batch is not None:
+            if monitor is not None:
+                monitor.tic()
+            self._fit_batch(batch, eval_metric)
+            next_batch = next(batches, None)  # fetched only after this batch's labels are used
+            if next_batch is not None:
+                self.prepare(next_batch, sparse_row_id_fn=sparse_row_id_fn)
+            if monitor is not None:
+                monitor.toc_print()
+            if next_batch is None:
+                name_values = eval_metric.get_global_name_value()
+            self._fit_batch_end(epoch, nbatch, batch, eval_metric, batch_end_callback)
+            batch, nbatch = next_batch, nbatch + 1
+        return name_values
+
+    def _fit_batch(self, data_batch: Any, eval_metric: Any) -> None:
+        """Train on one batch: forward_backward, update, update_metric."""
+        self.forward_backward(data_batch)
+        self.update()
+        self._update_metric_from(eval_metric, data_batch)
+
+    def _fit_batch_end(self, epoch: int, nbatch: int, data_batch: Any, eval_metric: Any,
+                       batch_end_callback: Any) -> None:
+        """Call the batch-end callbacks."""
+        if batch_end_callback is None:
+            return
+        param = BatchEndParam(epoch=epoch, nbatch=nbatch, eval_metric=eval_metric,
+                              locals={"self": self, "epoch": epoch, "nbatch": nbatch,
+                                      "data_batch": data_batch, "eval_metric": eval_metric})
+        for callback in _as_list(batch_end_callback):
+            callback(param)
+
+    def _fit_end_epoch(self, epoch: int, name_values: list, tic: float,
+                       epoch_end_callback: Any) -> None:
+        """Log the epoch, sync parameters across devices, call the epoch-end callbacks."""
+        for name, value in name_values:
+            self.logger.info("Epoch[%d] Train-%s=%f", epoch, name, value)
+        self.logger.info("Epoch[%d] Time cost=%.3f", epoch, time.time() - tic)
+        arg_params, aux_params = self.get_params()
+        self.set_params(arg_params, aux_params)
+        for callback in _as_list(epoch_end_callback):
+            callback(epoch, self.symbol, arg_params, aux_params)
+
+    def _fit_evaluate(self, epoch: int, eval_data: Any, validation_metric: Any,
+                      eval_end_callback: Any, eval_batch_end_callback: Any) -> None:
+        """Score ``eval_data`` and log ``Epoch[e] Validation-<name>=<value>``."""
+        results = self.score(eval_data, validation_metric, score_end_callback=eval_end_callback,
+                             batch_end_callback=eval_batch_end_callback, epoch=epoch)
+        for name, value in results:
+            self.logger.info("Epoch[%d] Validation-%s=%f", epoch, name, value)
+
+    def _update_metric_from(self, eval_metric: Any, data_batch: Any) -> None:
+        """update_metric with the labels of ``data_batch`` (a list of batches: pre-sliced)."""
+        if isinstance(data_batch, list):
+            self.update_metric(eval_metric, [b.label for b in data_batch], pre_sliced=True)
+        else:
+            self.update_metric(eval_metric, data_batch.label)
+
+    # ---- symbol and I/O descriptions --------------------------------------------------------
+    @property
+    def symbol(self) -> Any:
+        """The network this module runs."""
+        return self._symbol
+
+    @property
+    def data_names(self) -> list:
+        """Names of the data inputs."""
+        raise NotImplementedError()
+
+    @property
+    def output_names(self) -> list:
+        """Names of the outputs."""
+        raise NotImplementedError()
+
+    @property
+    def data_shapes(self) -> list:
+        """DataDesc of each data input (needs bind)."""
+        raise NotImplementedError()
+
+    @property
+    def label_shapes(self) -> list | None:
+        """DataDesc of each label input, or None (needs bind)."""
+        raise NotImplementedError()
+
+    @property
+    def output_shapes(self) -> list:
+        """``(name, shape)`` of each output (needs bind)."""
+        raise NotImplementedError()
+
+    # ---- parameters -------------------------------------------------------------------------
+    def get_params(self) -> tuple[dict, dict]:
+        """``(arg_params, aux_params)``: the current values, as host arrays."""
+        raise NotImplementedError()
+
+    def init_params(self, initializer: Any = Uniform(0.01), arg_params: dict | None = None,
+                    aux_params: dict | None = None, allow_missing: bool = False,
+                    force_init: bool = False, allow_extra: bool = False) -> None:
+        """Initialize parameters and auxiliary states (see :meth:`Module.init_params`)."""
+        raise NotImplementedError()
+
+    def set_params(self, arg_params: dict, aux_params: dict, allow_missing: bool = False,
+                   force_init: bool = True, allow_extra: bool = False) -> None:
+        """Assign parameter and auxiliary-state values.
+
+        Parameters
+        ----------
+        arg_params : dict of str to array
+            Parameter values by name.
+        aux_params : dict of str to array
+            Auxiliary-state values by name.
+        allow_missing : bool, default False
+            Tolerate names missing from the dicts (they keep their values).
+        force_init : bool, default True
+            Assign even if parameters are already initialized.
+        allow_extra : bool, default False
+            Tolerate names the network does not have.
+
+        Examples
+        --------
+        >>> sym, arg_params, aux_params = rm.model.load_checkpoint('mlp', 3)
+        >>> mod.set_params(arg_params, aux_params)
+        """
+        self.init_params(initializer=None, arg_params=arg_params, aux_params=aux_params,
+                         allow_missing=allow_missing, force_init=force_init,
+                         allow_extra=allow_extra)
+
+    def save_params(self, fname: str) -> None:
+        """Save parameters and auxiliary states to a ``.params`` file (``arg:``/``aux:`` names).
+
+        Parameters
+        ----------
+        fname : str
+            Output path (written atomically).
+        """
+        arg_params, aux_params = self.get_params()
+        ndarray_io.save(fname, params_dict(arg_params, aux_params))
+
+    def load_params(self, fname: str) -> None:
+        """Load parameters from a ``.params`` file written by :meth:`save_params` or MXNet.
+
+        Parameters
+        ----------
+        fname : str
+            Path of the file.
+        """
+        arg_params, aux_params = split_params(ndarray_io.load(fname), repr(fname))
+        self.set_params(arg_params, aux_params)
+
+    def get_states(self, merge_multi_context: bool = True) -> list:
+        """Values of the state inputs (``state_names``); empty for modules without states."""
+        self._require(Stage.PARAMS_READY, "get_states")
+        return []
+
+    def set_states(self, states: Any = None, value: Any = None) -> None:
+        """Set the state inputs; a no-op for modules without states."""
+        self._require(Stage.PARAMS_READY, "set_states")
+
+    def install_monitor(self, mon: Any) -> None:
+        """Install a monitor on every executor."""
+        raise NotImplementedError()
+
+    # ---- computation ------------------------------------------------------------------------
+    def prepare(self, data_batch: Any, sparse_row_id_fn: Any = None) -> None:
+        """Get ready for ``data_batch`` (switch bucket, pull rows); nothing by default."""
+        if sparse_row_id_fn is not None:
+            warnings.warn(UserWarning("sparse_row_id_fn is not used by "
+                                      f"{type(self).__name__}"))
+
+    def forward(self, data_batch: Any, is_train: bool | None = None) -> None:
+        """Forward pass (``is_train`` None means: as bound)."""
+        raise NotImplementedError()
+
+    def backward(self, out_grads: Any = None) -> None:
+        """Backward pass; ``out_grads`` are needed for outputs that are not loss heads."""
+        raise NotImplementedError()
+
+    def get_outputs(self, merge_multi_context: bool = True) -> list:
+        """Outputs of the last forward pass."""
+        raise NotImplementedError()
+
+    def get_input_grads(self, merge_multi_context: bool = True) -> list:
+        """Gradients of the data inputs (needs ``bind(inputs_need_grad=True)``)."""
+        raise NotImplementedError()
+
+    def update(self) -> None:
+        """Apply the optimizer to the gradients of the last backward pass."""
+        raise NotImplementedError()
+
+    def update_metric(self, eval_metric: Any, labels: Any, pre_sliced: bool = False) -> None:
+        """Accumulate ``eval_metric`` over the outputs of the last forward pass."""
+        raise NotImplementedError()
+
+    # ---- setup ------------------------------------------------------------------------------
+    def bind(self, data_shapes: Any, label_shapes: Any = None, for_training: bool = True,
+             inputs_need_grad: bool = False, force_rebind: bool = False,
+             shared_module: Any = None, grad_req: Any = "write") -> None:
+        """Allocate executors for these input shapes (see :meth:`Module.bind`)."""
+        raise NotImplementedError()
+
+    def init_optimizer(self, kvstore: Any = "local", optimizer: Any = "sgd",
+                       optimizer_params: Any = (("learning_rate", 0.01),),
+                       force_init: bool = False) -> None:
+        """Install an optimizer (see :meth:`Module.init_optimizer`)."""
+        raise NotImplementedError()

@@ -1,0 +1,789 @@
+"""``Module``: a symbol, its executors on one or more devices, its parameters and optimizer.
+
+The module talks to its devices only through a
+:class:`~raymod.parallel.DataParallelExecutorGroup` (bind, reshape, forward, backward,
+parameter and output access), so another group with the same methods (e.g. one spread
+over Ray workers) can take its place.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import warnings
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import checkpoint as _ckpt
+from .. import optimizer as opt
+from ..base import MXNetError
+from ..context import Context, as_numpy, cpu
+from ..initializer import InitDesc, Uniform
+from ..io import DataDesc
+from ..model import (_check_kvstore_arg, _create_kvstore, _initialize_kvstore, _update_params,
+                     _update_params_on_kvstore)
+from ..ndarray_io import atomic_write
+from ..parallel import DataParallelExecutorGroup
+from ..symbol import Symbol
+from .base_module import BaseModule, _check_optimizer_arg
+from .lifecycle import Stage, StageError
+
+__all__ = ["Module"]
+
+_NOT_INPUT_SUFFIXES = ("_weight", "_bias", "_gamma", "_beta")
+
+
+def _check_input_names(symbol: Symbol, names: list, typename: str, throw: bool) -> None:
+    """ValueError (or a warning) for names that are not arguments of ``symbol``."""
+    args = symbol.list_arguments()
+    for name in names:
+        if name in args:
+            continue
+        candidates = [a for a in args if not a.endswith(_NOT_INPUT_SUFFIXES)]
+        msg = (f"Module(..., {typename}_names={names}): {name!r} is not an argument of the "
+               f"symbol; inputs it has: {', '.join(candidates) or '(none)'}")
+        if throw:
+            raise ValueError(msg)
+        warnings.warn(msg, stacklevel=3)
+
+
+def _as_desc(item: Any, kind: str) -> DataDesc:
+    """A DataDesc from a DataDesc or a ``(name, shape[, dtype[, layout]])`` sequence."""
+    if isinstance(item, (str, bytes)) or not hasattr(item, "__len__") or \
+            not 2 <= len(item) <= 4:
+        raise TypeError(f"{kind}_shapes entries must be DataDesc or (name, shape) pairs, "
+                        f"got {item!r}")
+    shape = item[1]
+    if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
+        raise TypeError(f"{kind}_shapes: the shape of {item[0]!r} must be a tuple of ints, "
+                        f"got {type(shape).__name__} {shape!r}")
+    return item if isinstance(item, DataDesc) else DataDesc(*item)
+
+
+def _parse_data_desc(data_names: list, label_names: list, data_shapes: Any,
+                     label_shapes: Any) -> tuple[list, list | None]:
+    """Validated DataDesc lists; data names must match ``data_names`` exactly."""
+    if data_shapes is None or isinstance(data_shapes, (str, DataDesc)):
+        raise TypeError(f"data_shapes must be a list of DataDesc or (name, shape) pairs, "
+                        f"got {data_shapes!r}")
+    data = [_as_desc(d, "data") for d in data_shapes]
+    if sorted(d.name for d in data) != sorted(data_names):
+        raise ValueError(f"data_shapes provide {[d.name for d in data]} but the module's "
+                         f"data_names are {list(data_names)}")
+    labels = None if label_shapes is None else [_as_desc(d, "label") for d in label_shapes]
+    provided = [d.name for d in labels or []]
+    if sorted(provided) != sorted(label_names):
+        warnings.warn(f"label_shapes provide {provided} but the module's label_names are "
+                      f"{list(label_names)}", stacklevel=3)
+    return data, labels
+
+
+def _write_via_temp(fname: str, write: Any) -> None:
+    """Call ``write(tmp_path)`` then move the file to ``fname`` atomically."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(os.path.abspath(fname)))
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, fname)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+class Module(BaseModule):
+    """A network (``Symbol``) bound to devices, with parameters and an optimizer.
+
+    Parameters
+    ----------
+    symbol : Symbol
+        The network.
+    data_names : list of str, default ('data',)
+        Names of the data inputs, as the iterator provides them.
+    label_names : list of str, default ('softmax_label',)
+        Names of the label inputs; None for a network without labels.
+    logger : Logger, default logging
+        Where progress lines go.
+    context : Context or list of Context, default cpu()
+        Devices; a batch is split over several (``[rm.cpu(0), rm.cpu(1)]`` or GPUs).
+    work_load_list : list of number, optional
+        Relative share of the batch per device (equal by default).
+    fixed_param_names : list of str, optional
+        Parameters that are never updated (no gradient is computed).
+    state_names : list of str, optional
+        Inputs that are neither data nor labels nor parameters: set by :meth:`set_states`
+        (zero until then), e.g. RNN begin states.
+    group2ctxs : dict or list of dict, optional
+        Maps ``ctx_group`` attributes to contexts; accepted for compatibility, raymod places
+        every node of an executor on its device.
+    compression_params : dict, optional
+        Gradient compression for the kvstore, e.g. ``{'type': '2bit', 'threshold': 0.5}``.
+
+    Examples
+    --------
+    >>> net = rm.sym.SoftmaxOutput(rm.sym.FullyConnected(rm.sym.Variable('data'),
+    ...                            num_hidden=10, name='fc'), name='softmax')
+    >>> mod = rm.mod.Module(net, context=[rm.cpu(0), rm.cpu(1)])
+    >>> mod.fit(train_iter, num_epoch=5, optimizer_params={'learning_rate': 0.1})
+    """
+
+    def __init__(self, symbol: Symbol, data_names: Sequence[str] | None = ("data",),
+                 label_names: Sequence[str] | None = ("softmax_label",), logger: Any = logging,
+                 context: Any = cpu(), work_load_list: Sequence[float] | None = None,
+                 fixed_param_names: Sequence[str] | None = None,
+                 state_names: Sequence[str] | None = None, group2ctxs: Any = None,
+                 compression_params: dict | None = None):
+        super().__init__(logger=logger)
+        if not isinstance(symbol, Symbol):
+            raise TypeError(f"symbol must be a Symbol, got {type(symbol).__name__}")
+        contexts = [context] if isinstance(context, Context) else list(context)
+        if not contexts or not all(isinstance(c, Context) for c in contexts):
+            raise TypeError(f"context must be a Context or a list of them, got {context!r}")
+        work_load_list = [1] * len(contexts) if work_load_list is None else list(work_load_list)
+        if len(work_load_list) != len(contexts):
+            raise ValueError(f"work_load_list has {len(work_load_list)} entries for "
+                             f"{len(contexts)} contexts")
+        data_names = list(data_names or [])
+        label_names = list(label_names or [])
+        state_names = list(state_names or [])
+        fixed_param_names = list(fixed_param_names or [])
+        _check_input_names(symbol, data_names, "data", True)
+        _check_input_names(symbol, label_names, "label", False)
+        _check_input_names(symbol, state_names, "state", True)
+        _check_input_names(symbol, fixed_param_names, "fixed_param", True)
+        inputs = set(data_names + label_names + state_names)
+        self._symbol = symbol
+        self._context = contexts
+        self._work_load_list = work_load_list
+        self._group2ctxs = group2ctxs
+        self._data_names, self._label_names = data_names, label_names
+        self._state_names, self._fixed_param_names = state_names, fixed_param_names
+        self._param_names = [a for a in symbol.list_arguments() if a not in inputs]
+        self._aux_names = symbol.list_auxiliary_states()
+        self._output_names = symbol.list_outputs()
+        self._compression_params = compression_params
+        self._arg_params: dict | None = None
+        self._aux_params: dict | None = None
+        self._params_dirty = False
+        self._optimizer = None
+        self._kvstore = None
+        self._update_on_kvstore = None
+        self._updater = None
+        self._preload_opt_states: str | None = None
+        self._grad_req = None
+        self._exec_group: DataParallelExecutorGroup | None = None
+        self._data_shapes: list | None = None
+        self._label_shapes: list | None = None
+
+    @staticmethod
+    def load(prefix: str, epoch: int, load_optimizer_states: bool = False,
+             **kwargs: Any) -> "Module":
+        """A module holding a saved checkpoint's symbol and parameters (bind it next).
+
+        Parameters
+        ----------
+        prefix : str
+            Path prefix: ``prefix-symbol.json``, ``prefix-%04d.params`` and, with optimizer
+            states, ``prefix-%04d.states``.
+        epoch : int
+            Which checkpoint.
+        load_optimizer_states : bool, default False
+            Load the optimizer states when ``init_optimizer`` is called (the checkpoint
+            must have been saved with ``save_optimizer_states=True``).
+        **kwargs
+            Module constructor arguments (``data_names``, ``label_names``, ``context``...).
+
+        Examples
+        --------
+        >>> mod = rm.mod.Module.load('mlp', 3, load_optimizer_states=True)
+        >>> mod.bind(train_iter.provide_data, train_iter.provide_label)
+        """
+        symbol, arg_params, aux_params = _ckpt.load_checkpoint(prefix, epoch)
+        states = _ckpt.states_file(prefix, epoch)
+        if load_optimizer_states and not os.path.exists(states):
+            raise FileNotFoundError(f"optimizer states {states!r} not found (save with "
+                                    "save_optimizer_states=True)")
+        mod = Module(symbol=symbol, **kwargs)
+        mod._arg_params, mod._aux_params = arg_params, aux_params
+        mod._stage = mod._stage.after_params()
+        mod._preload_opt_states = states if load_optimizer_states else None
+        return mod
+
+    def save_checkpoint(self, prefix: str, epoch: int, save_optimizer_states: bool = False,
+                        remove_amp_cast: bool = True) -> None:
+        """Save the symbol, the parameters and optionally the optimizer states.
+
+        Writes ``prefix-symbol.json``, ``prefix-%04d.params`` and, with
+        ``save_optimizer_states``, ``prefix-%04d.states``; each file atomically.
+        Use ``rm.callback.module_checkpoint`` to save from ``fit``.
+
+        Parameters
+        ----------
+        prefix : str
+            Path prefix.
+        epoch : int
+            Number written into the file names.
+        save_optimizer_states : bool, default False
+            Also save the optimizer states (to continue training).
+        remove_amp_cast : bool, default True
+            Accepted for MXNet compatibility (raymod graphs hold no AMP casts).
+        """
+        atomic_write(_ckpt.symbol_file(prefix), self._symbol.tojson())
+        name = _ckpt.params_file(prefix, epoch)
+        self.save_params(name)
+        logging.info('Saved checkpoint to "%s"', name)
+        if save_optimizer_states:
+            states = _ckpt.states_file(prefix, epoch)
+            self.save_optimizer_states(states)
+            logging.info('Saved optimizer state to "%s"', states)
+
+    # ---- descriptions -----------------------------------------------------------------------
+    @property
+    def data_names(self) -> list:
+        """Names of the data inputs."""
+        return self._data_names
+
+    @property
+    def label_names(self) -> list:
+        """Names of the label inputs."""
+        return self._label_names
+
+    @property
+    def output_names(self) -> list:
+        """Names of the outputs."""
+        return self._output_names
+
+    @property
+    def data_shapes(self) -> list:
+        """DataDesc of each data input, as bound (or last reshaped)."""
+        self._require(Stage.BOUND, "data_shapes")
+        return self._data_shapes
+
+    @property
+    def label_shapes(self) -> list | None:
+        """DataDesc of each label input, or None when bound without labels."""
+        self._require(Stage.BOUND, "label_shapes")
+        return self._label_shapes
+
+    @property
+    def output_shapes(self) -> list:
+        """``(name, shape)`` of each output for the whole batch."""
+        self._require(Stage.BOUND, "output_shapes")
+        return self._exec_group.get_output_shapes()
+
+    # ---- parameters -------------------------------------------------------------------------
+    def get_params(self) -> tuple[dict, dict]:
+        """``(arg_params, aux_params)``: current values (averaged over devices), host arrays.
+
+        The dicts are the module's own; they are refreshed from the devices when an update
+        happened since the last call.
+        """
+        self._require(Stage.PARAMS_READY, "get_params")
+        if self._params_dirty:
+            self._sync_params_from_devices()
+        return self._arg_params, self._aux_params
+
+    def init_params(self, initializer: Any = Uniform(0.01), arg_params: dict | None = None,
+                    aux_params: dict | None = None, allow_missing: bool = False,
+                    force_init: bool = False, allow_extra: bool = False) -> None:
+        """Initialize parameters and auxiliary states, then copy them to every device.
+
+        Parameters
+        ----------
+        initializer : Initializer, default Uniform(0.01)
+            Fills each array not taken from ``arg_params``/``aux_params``. A variable's own
+            ``init`` attribute wins over it (it is called with an :class:`InitDesc`).
+        arg_params, aux_params : dict of str to array, optional
+            Values to copy. When a dict is given, every name of that kind must be in it
+            unless ``allow_missing``.
+        allow_missing : bool, default False
+            Let ``initializer`` fill names missing from the dicts.
+        force_init : bool, default False
+            Re-initialize even if parameters are already initialized (otherwise warn and
+            return).
+        allow_extra : bool, default False
+            Tolerate names in the dicts that the network does not have.
+
+        Raises
+        ------
+        RuntimeError
+            A name is missing and ``allow_missing`` is False (checked first).
+        ValueError
+            A name is extra and ``allow_extra`` is False.
+        """
+        if self.params_initialized and not force_init:
+            warnings.warn("Parameters already initialized and force_init=False. "
+                          "init_params call ignored.", stacklevel=2)
+            return
+        self._require(Stage.BOUND, "init_params")
+        self._check_param_names(arg_params, aux_params, allow_missing, allow_extra)
+        attrs = self._symbol.attr_dict()
+        for own, given in ((self._arg_params, arg_params), (self._aux_params, aux_params)):
+            for name in sorted(own):
+                if given is not None and name in given:
+                    self._copy_param(name, given[name], own[name])
+                elif initializer is not None:  # without one, the current value stays
+                    initializer(InitDesc(name, attrs.get(name)), own[name])
+        self._params_dirty = False
+        self._exec_group.set_params(self._arg_params, self._aux_params)
+        self._stage = self._stage.after_params()
+
+    def _check_param_names(self, arg_params: dict | None, aux_params: dict | None,
+                           allow_missing: bool, allow_extra: bool) -> None:
+        """RuntimeError for missing names, then ValueError for extra ones."""
+        for kind, own, given in (("arg_params", self._param_names, arg_params),
+                                 ("aux_params", self._aux_names, aux_params)):
+            if given is None:
+                continue
+            missing = [n for n in own if n not in given]
+            if missing and not allow_missing:
+                raise RuntimeError(f"{kind} is missing {missing} (pass allow_missing=True to "
+                                   "initialize them with the initializer)")
+        for kind, own, given in (("arg_params", self._param_names, arg_params),
+                                 ("aux_params", self._aux_names, aux_params)):
+            extra = [n for n in (given or {}) if n not in own]
+            if extra and not allow_extra:
+                raise ValueError(f"{kind} has {extra}, which the network does not have "
+                                 f"(pass allow_extra=True to ignore them)")
+
+    @staticmethod
+    def _copy_param(name: str, value: Any, target: np.ndarray) -> None:
+        if value is target:
+            return
+        if tuple(value.shape) != tuple(target.shape):
+            raise MXNetError(f"parameter {name!r} has shape {tuple(value.shape)}, the network "
+                             f"needs {tuple(target.shape)}")
+        target[...] = as_numpy(value)
+
+    def set_params(self, arg_params: dict, aux_params: dict, allow_missing: bool = False,
+                   force_init: bool = True, allow_extra: bool = False) -> None:
+        """Assign parameter and auxiliary-state values (see :meth:`BaseModule.set_params`).
+
+        With ``allow_missing``, names absent from the dicts keep their current values on
+        the devices.
+        """
+        if not allow_missing:
+            self.init_params(initializer=None, arg_params=arg_params, aux_params=aux_params,
+                             allow_missing=False, force_init=force_init,
+                             allow_extra=allow_extra)
+            return
+        if self.params_initialized and not force_init:
+            warnings.warn("Parameters already initialized and force_init=False. "
+                          "set_params call ignored.", stacklevel=2)
+            return
+        self._require(Stage.BOUND, "set_params")
+        self._check_param_names(arg_params, aux_params, True, allow_extra)
+        self._exec_group.set_params(
+            {k: v for k, v in (arg_params or {}).items() if k in self._param_names},
+            {k: v for k, v in (aux_params or {}).items() if k in self._aux_names})
+        self._params_dirty = True  # the host copies are stale now
+        self._stage = self._stage.after_params()
+
+    def _sync_params_from_devices(self) -> None:
+        """Refresh the host parameter dicts from the devices (device average)."""
+        self._exec_group.get_params(self._arg_params, self._aux_params)
+        self._params_dirty = False
+
+    # ---- binding ----------------------------------------------------------------------------
+    def bind(self, data_shapes: Any, label_shapes: Any = None, for_training: bool = True,
+             inputs_need_grad: bool = False, force_rebind: bool = False,
+             shared_module: "Module | None" = None, grad_req: Any = "write") -> None:
+        """Allocate executors on every device for these input shapes.
+
+        Parameters
+        ----------
+        data_shapes : list of DataDesc or (str, tuple)
+            Usually ``data_iter.provide_data``; names must match ``data_names``.
+        label_shapes : list of DataDesc or (str, tuple), optional
+            Usually ``data_iter.provide_label``.
+        for_training : bool, default True
+            Allocate gradients (False: inference only).
+        inputs_need_grad : bool, default False
+            Also compute gradients of the data inputs (:meth:`get_input_grads`).
+        force_rebind : bool, default False
+            Rebind even if already bound; parameters and optimizer are kept.
+        shared_module : Module, optional
+            A bound, initialized module whose parameters (and optimizer) this one shares,
+            as bucketing does.
+        grad_req : str, list or dict, default 'write'
+            'write', 'add' or 'null', for all arguments or per argument.
+
+        Notes
+        -----
+        Inputs are checked before anything changes: a bad shape (e.g. an array given
+        where a tuple belongs) raises TypeError and leaves the module as it was.
+        """
+        if self.binded and not force_rebind:
+            self.logger.warning("Already bound, ignoring bind()")
+            return
+        if inputs_need_grad and not for_training:
+            raise ValueError("inputs_need_grad=True needs for_training=True")
+        data_descs, label_descs = _parse_data_desc(self._data_names, self._label_names,
+                                                   data_shapes, label_shapes)
+        label_descs = self._bindable_labels(label_descs)
+        shared_group = self._shared_group(shared_module)
+        if self._stage.params_initialized and shared_module is None:
+            self._check_param_names(self._arg_params, self._aux_params, False, False)
+            if self.binded and self._params_dirty:
+                self._sync_params_from_devices()
+        group = DataParallelExecutorGroup(
+            self._symbol, self._context, self._work_load_list, data_descs, label_descs,
+            self._param_names, for_training, inputs_need_grad, shared_group,
+            logger=self.logger, fixed_param_names=self._fixed_param_names, grad_req=grad_req,
+            state_names=self._state_names, group2ctxs=self._group2ctxs)
+        self._commit_bind(group, data_descs, label_descs, for_training, inputs_need_grad,
+                          grad_req, shared_module)
+
+    def _bindable_labels(self, label_descs: list | None) -> list | None:
+        """Label descriptors of labels the symbol takes (others are dropped, after a warning)."""
+        if label_descs is None:
+            return None
+        args = set(self._symbol.list_arguments())
+        kept = [d for d in label_descs if d.name in args]
+        return kept or None
+
+    def _shared_group(self, shared_module: "Module | None") -> Any:
+        if shared_module is None:
+            return None
+        if not isinstance(shared_module, Module):
+            raise TypeError(f"shared_module must be a Module, got {type(shared_module).__name__}")
+        shared_module._require(Stage.PARAMS_READY, "sharing it with bind(shared_module=...)")
+        if len(shared_module._exec_group.execs) < len(self._context):
+            raise ValueError("shared_module runs on fewer devices than this module")
+        return shared_module._exec_group
+
+    def _commit_bind(self, group: DataParallelExecutorGroup, data_descs: list,
+                     label_descs: list | None, for_training: bool, inputs_need_grad: bool,
+                     grad_req: Any, shared_module: "Module | None") -> None:
+        """Adopt a successfully built executor group and bring parameters onto it."""
+        self._exec_group = group
+        self._data_shapes, self._label_shapes = data_descs, label_descs
+        self.for_training, self.inputs_need_grad = for_training, inputs_need_grad
+        self._grad_req = grad_req
+        self._total_exec_bytes = group._total_exec_bytes
+        if shared_module is not None:
+            self._arg_params = shared_module._arg_params
+            self._aux_params = shared_module._aux_params
+            self._stage = self._stage.after_bind().after_params()
+        elif self._stage.params_initialized:
+            group.set_params(self._arg_params, self._aux_params)
+            self._stage = self._stage.after_bind()
+        else:
+            self._arg_params = {n: np.zeros(a[0].shape, a[0].dtype)
+                                for n, a in zip(self._param_names, group.param_arrays)}
+            self._aux_params = {n: np.zeros(a[0].shape, a[0].dtype)
+                                for n, a in zip(self._aux_names, group.aux_arrays)}
+            self._stage = self._stage.after_bind()
+        if shared_module is not None and shared_module.optimizer_initialized:
+            self.borrow_optimizer(shared_module)
+
+    def reshape(self, data_shapes: Any, label_shapes: Any = None) -> None:
+        """Rebind for new input shapes (e.g. another batch size), keeping the parameters.
+
+        The optimizer's ``rescale_grad`` is left as set by ``init_optimizer``.
+
+        Parameters
+        ----------
+        data_shapes : list of DataDesc or (str, tuple)
+            New data shapes.
+        label_shapes : list of DataDesc or (str, tuple), optional
+            New label shapes.
+        """
+        self._require(Stage.BOUND, "reshape")
+        data_descs, label_descs = _parse_data_desc(self._data_names, self._label_names,
+                                                   data_shapes, label_shapes)
+        label_descs = self._bindable_labels(label_descs)
+        self._exec_group.reshape(data_descs, label_descs)
+        self._data_shapes, self._label_shapes = data_descs, label_descs
+
+    # ---- optimizer --------------------------------------------------------------------------
+    def init_optimizer(self, kvstore: Any = "local", optimizer: Any = "sgd",
+                       optimizer_params: Any = (("learning_rate", 0.01),),
+                       force_init: bool = False) -> None:
+        """Install an optimizer, and a kvstore when several devices share the parameters.
+
+        Parameters
+        ----------
+        kvstore : str or KVStore, default 'local'
+            With one device a type name means no kvstore (updates run locally). With more,
+            a store of that type sums the devices' gradients and, normally, runs the
+            optimizer itself (``update_on_kvstore``).
+        optimizer : str or Optimizer, default 'sgd'
+            A registered name (created with ``rescale_grad = 1/batch_size`` unless given,
+            the symbol's lr/wd multipliers, and update-index names) or an instance.
+        optimizer_params : dict or tuple of pairs, default (('learning_rate', 0.01),)
+            Constructor arguments when ``optimizer`` is a name.
+        force_init : bool, default False
+            Replace an installed optimizer (otherwise warn and return).
+
+        Notes
+        -----
+        ``rescale_grad`` uses the batch size the module was bound with (times the number of
+        workers for ``dist_sync`` stores); a later :meth:`reshape` does not change it.
+        """
+        self._require(Stage.PARAMS_READY, "init_optimizer")
+        if self.optimizer_initialized and not force_init:
+            self.logger.warning("optimizer already initialized, ignoring...")
+            return
+        _check_kvstore_arg(kvstore)
+        _check_optimizer_arg(optimizer)
+        if self._params_dirty:
+            self._sync_params_from_devices()
+        kv, update_on_kvstore = _create_kvstore(kvstore, len(self._context), self._arg_params)
+        batch_size = self._exec_group.batch_size
+        if kv is not None and "dist" in kv.type and "_sync" in kv.type:
+            batch_size *= kv.num_workers
+        optimizer = self._make_optimizer(optimizer, optimizer_params, update_on_kvstore,
+                                         1.0 / batch_size)
+        self._optimizer, self._kvstore = optimizer, kv
+        self._update_on_kvstore, self._updater = update_on_kvstore, None
+        if kv is not None:
+            if self._compression_params:
+                kv.set_gradient_compression(self._compression_params)
+            if update_on_kvstore:
+                kv.set_optimizer(optimizer)
+            _initialize_kvstore(kv, self._exec_group.param_arrays, self._arg_params,
+                                self._param_names, update_on_kvstore)
+        if not update_on_kvstore:
+            self._updater = opt.get_updater(optimizer)
+        self._stage = self._stage.after_optimizer()
+        if self._preload_opt_states is not None:
+            self.load_optimizer_states(self._preload_opt_states)
+            self._preload_opt_states = None
+
+    def _make_optimizer(self, optimizer: Any, optimizer_params: Any, update_on_kvstore: bool,
+                        rescale_grad: float) -> opt.Optimizer:
+        """The optimizer instance: created from a name, or checked when given."""
+        if isinstance(optimizer, opt.Optimizer):
+            if optimizer.rescale_grad != rescale_grad:
+                warnings.warn("Optimizer created manually outside Module but rescale_grad is "
+                              f"not normalized to 1.0/batch_size/num_workers "
+                              f"({optimizer.rescale_grad} vs. {rescale_grad}). Is this "
+                              "intended?", stacklevel=3)
+            return optimizer
+        names = self._exec_group.param_names
+        if update_on_kvstore:
+            idx2name = dict(enumerate(names))
+        else:
+            n = len(self._context)
+            idx2name = {i * n + k: name for i, name in enumerate(names) for k in range(n)}
+        params = dict(optimizer_params)
+        params.setdefault("rescale_grad", rescale_grad)
+        return opt.create(optimizer, sym=self._symbol, param_idx2name=idx2name, **params)
+
+    def borrow_optimizer(self, shared_module: "Module") -> None:
+        """Use ``shared_module``'s optimizer, kvstore and updater (bucketing).
+
+        Parameters
+        ----------
+        shared_module : Module
+            A module with an installed optimizer.
+        """
+        shared_module._require(Stage.OPTIMIZER_READY, "borrow_optimizer")
+        self._require(Stage.PARAMS_READY, "borrow_optimizer")
+        self._optimizer = shared_module._optimizer
+        self._kvstore = shared_module._kvstore
+        self._update_on_kvstore = shared_module._update_on_kvstore
+        self._updater = shared_module._updater
+        self._stage = self._stage.after_optimizer()
+
+    def save_optimizer_states(self, fname: str) -> None:
+        """Save the optimizer states (the kvstore's when it runs the optimizer).
+
+        Parameters
+        ----------
+        fname : str
+            Output path (written atomically).
+        """
+        self._require(Stage.OPTIMIZER_READY, "save_optimizer_states")
+        if self._update_on_kvstore:
+            _write_via_temp(fname, self._kvstore.save_optimizer_states)
+        else:
+            atomic_write(fname, self._updater.get_states())
+
+    def load_optimizer_states(self, fname: str) -> None:
+        """Load optimizer states saved by :meth:`save_optimizer_states`.
+
+        Parameters
+        ----------
+        fname : str
+            Path of the file.
+        """
+        self._require(Stage.OPTIMIZER_READY, "load_optimizer_states")
+        if self._update_on_kvstore:
+            self._kvstore.load_optimizer_states(fname)
+        else:
+            with open(fname, "rb") as f:
+                self._updater.set_states(f.read())
+
+    # ---- computation ------------------------------------------------------------------------
+    def forward(self, data_batch: Any, is_train: bool | None = None) -> None:
+        """Forward pass; reshapes first when the batch's shapes differ from the bound ones.
+
+        Parameters
+        ----------
+        data_batch : DataBatch
+            Or any object with a ``data`` list (and ``label``, ``provide_data``,
+            ``provide_label`` when available).
+        is_train : bool, optional
+            Training mode (dropout, BatchNorm batch statistics); default: as bound.
+        """
+        self._require(Stage.PARAMS_READY, "forward")
+        if isinstance(data_batch, list):
+            raise NotImplementedError("forward with a list of per-device batches is not "
+                                      "supported; pass one DataBatch")
+        data = list(data_batch.data)
+        if len(data) != len(self._data_shapes):
+            raise ValueError(f"the batch has {len(data)} data arrays, the module was bound with "
+                             f"{len(self._data_shapes)} ({[d.name for d in self._data_shapes]})")
+        if tuple(tuple(a.shape) for a in data) != tuple(d.shape for d in self._data_shapes):
+            self.reshape(*self._shapes_of(data_batch, data))
+        self._exec_group.forward(data_batch, is_train)
+
+    def _shapes_of(self, data_batch: Any, data: list) -> tuple[list, list | None]:
+        """(data descs, label descs) for an implicit reshape to ``data_batch``'s shapes.
+
+        Names, dtypes and layouts stay as bound (a batch's own descriptors may use the
+        iterator's names or dtypes); only the shapes follow the batch.
+        """
+        data_descs = [DataDesc(d.name, tuple(a.shape), d.dtype, d.layout)
+                      for d, a in zip(self._data_shapes, data)]
+        if not self._label_shapes:
+            return data_descs, None
+        labels = getattr(data_batch, "label", None)
+        if labels and len(labels) == len(self._label_shapes):
+            return data_descs, [DataDesc(d.name, tuple(a.shape), d.dtype, d.layout)
+                                for d, a in zip(self._label_shapes, labels)]
+        # no label arrays (inference): keep the labels bound, resized to the new batch
+        first = data_descs[0]
+        size = first.shape[max(DataDesc.get_batch_axis(first.layout), 0)]
+        resized = []
+        for d in self._label_shapes:
+            axis = DataDesc.get_batch_axis(d.layout)
+            shape = tuple(size if k == axis else n for k, n in enumerate(d.shape))
+            resized.append(DataDesc(d.name, shape, d.dtype, d.layout))
+        return data_descs, resized
+
+    def backward(self, out_grads: Any = None) -> None:
+        """Backward pass (see :meth:`BaseModule.backward`).
+
+        Parameters
+        ----------
+        out_grads : array or list of arrays, optional
+            Gradients of the outputs (whole batch), needed for outputs that are not loss
+            heads.
+        """
+        self._require(Stage.PARAMS_READY, "backward")
+        if out_grads is not None and not isinstance(out_grads, (list, tuple)):
+            out_grads = [out_grads]
+        self._exec_group.backward(out_grads=out_grads)
+
+    def update(self) -> None:
+        """Apply the optimizer to the gradients of the last backward pass.
+
+        With ``update_on_kvstore``, gradients are pushed to the kvstore, which updates and
+        sends back the weights; otherwise each device updates its own copy (gradients
+        summed across devices through the kvstore first, when there is one).
+        """
+        self._require(Stage.OPTIMIZER_READY, "update")
+        self._params_dirty = True
+        group = self._exec_group
+        if self._update_on_kvstore:
+            _update_params_on_kvstore(group.param_arrays, group.grad_arrays, self._kvstore,
+                                      group.param_names)
+        else:
+            _update_params(group.param_arrays, group.grad_arrays, updater=self._updater,
+                           num_device=len(self._context), kvstore=self._kvstore,
+                           param_names=group.param_names)
+
+    def get_outputs(self, merge_multi_context: bool = True) -> list:
+        """Outputs of the last forward pass.
+
+        Parameters
+        ----------
+        merge_multi_context : bool, default True
+            Concatenate the devices' parts along the batch axis (``[out1, out2]``);
+            otherwise ``[[out1_dev1, out1_dev2], [out2_dev1, out2_dev2]]``.
+        """
+        self._require(Stage.PARAMS_READY, "get_outputs")
+        return self._exec_group.get_outputs(merge_multi_context=merge_multi_context)
+
+    def get_input_grads(self, merge_multi_context: bool = True) -> list:
+        """Gradients of the data inputs, in the order of the bound data shapes.
+
+        Parameters
+        ----------
+        merge_multi_context : bool, default True
+            As in :meth:`get_outputs`.
+        """
+        self._require(Stage.PARAMS_READY, "get_input_grads")
+        if not self.inputs_need_grad:
+            raise StageError("call bind(..., inputs_need_grad=True) before get_input_grads")
+        return self._exec_group.get_input_grads(merge_multi_context=merge_multi_context)
+
+    def get_states(self, merge_multi_context: bool = True) -> list:
+        """Values of the state inputs (``state_names``).
+
+        Parameters
+        ----------
+        merge_multi_context : bool, default True
+            As in :meth:`get_outputs`.
+        """
+        self._require(Stage.PARAMS_READY, "get_states")
+        return self._exec_group.get_states(merge_multi_context=merge_multi_context)
+
+    def set_states(self, states: Any = None, value: Any = None) -> None:
+        """Set the state inputs: from per-device arrays, or all to one value.
+
+        Parameters
+        ----------
+        states : list of list of arrays, optional
+            ``[[state1_dev1, state1_dev2], [state2_dev1, state2_dev2]]``.
+        value : number, optional
+            One scalar for every state array. Give exactly one of the two.
+        """
+        self._require(Stage.PARAMS_READY, "set_states")
+        self._exec_group.set_states(states, value)
+
+    def update_metric(self, eval_metric: Any, labels: Any, pre_sliced: bool = False) -> None:
+        """Accumulate ``eval_metric`` over the last forward pass's outputs.
+
+        Parameters
+        ----------
+        eval_metric : EvalMetric
+            The metric to update.
+        labels : list of arrays
+            Usually ``data_batch.label`` (whole batch); per device if ``pre_sliced``.
+        pre_sliced : bool, default False
+            Whether ``labels`` are already split per device.
+        """
+        self._require(Stage.BOUND, "update_metric")
+        self._exec_group.update_metric(eval_metric, labels, pre_sliced)
+
+    def install_monitor(self, mon: Any) -> None:
+        """Install a monitor on every executor.
+
+        Parameters
+        ----------
+        mon : Monitor
+            Gets every op output during forward.
+        """
+        self._require(Stage.BOUND, "install_monitor")
+        self._exec_group.install_monitor(mon)
+
+    def prepare(self, data_batch: Any, sparse_row_id_fn: Any = None) -> None:
+        """Get ready for a batch; raymod's dense parameters need nothing.
+
+        Parameters
+        ----------
+        data_batch : DataBatch
+            The next batch.
+        sparse_row_id_fn : callable, optional
+            For row_sparse parameters in MXNet; raymod warns that it is unused.
+        """
+        self._require(Stage.BOUND, "prepare")
+        if sparse_row_id_fn is not None:
+            warnings.warn(UserWarning("sparse_row_id_fn is ignored: raymod parameters are "
+                                      "dense, nothing is pulled row by row"))
