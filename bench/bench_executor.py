@@ -121,7 +121,7 @@ def main() -> None:
                "numpy_samples_per_s": time_steps(hand.step, batches, w["steps"], args.repeats)}
         rec["ratio_vs_numpy"] = rec["raymod_samples_per_s"] / rec["numpy_samples_per_s"]
         if name in mx:
-            rec["mxnet_samples_per_s"] = mx[name]["executor_step_samples_per_s"]
+            rec["mxnet_samples_per_s"] = mx[name]["step_samples_per_s"]
             rec["ratio_vs_mxnet"] = rec["raymod_samples_per_s"] / rec["mxnet_samples_per_s"]
         print(json.dumps(rec))
         rows.append(rec)

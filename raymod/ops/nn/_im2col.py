@@ -1,0 +1,161 @@
+"""Helpers shared by Convolution and Deconvolution: attribute checks, im2col / col2im, GEMMs.
+
+Column buffers are kept channel-major, ``(C, *kernel, N, *out)`` or ``(C, *kernel, *out, N)``,
+so a whole batch is one GEMM per group: ``(F, C*k) @ (C*k, N*L)``. Building or scattering a
+buffer loops only over kernel offsets, each step one strided slice copy (or add) covering every
+sample and channel.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+from ...base import AttributeValueError, ShapeError
+from ..base import Param
+
+LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
+
+CONV_PARAMS = {
+    "kernel": Param("shape", doc="kernel size: (w,), (h, w) or (d, h, w)"),
+    "stride": Param("shape", (), doc="stride per spatial axis; default 1"),
+    "dilate": Param("shape", (), doc="dilation per spatial axis; default 1"),
+    "pad": Param("shape", (), doc="zero padding per spatial axis; default 0"),
+    "num_filter": Param("int", doc="number of output channels"),
+    "num_group": Param("int", 1, doc="number of channel groups"),
+    "no_bias": Param("bool", False),
+    "workspace": Param("int", 1024, doc="accepted for MXNet compatibility; unused"),
+    "cudnn_tune": Param("str", None, choices=("fastest", "limited_workspace", "off"),
+                        optional=True, doc="accepted for MXNet compatibility; unused"),
+    "cudnn_off": Param("bool", False, doc="accepted for MXNet compatibility; unused"),
+    "layout": Param("str", None, choices=("NCW", "NCHW", "NCDHW", "NHWC", "NDHWC", "NWC"),
+                    optional=True, doc="only the channel-first layout of the kernel's rank"),
+}
+
+
+def spatial_attr(op: str, key: str, value: tuple, nd: int, default: int, least: int) -> tuple:
+    """``value`` expanded to ``nd`` entries (empty means ``default``), each at least ``least``."""
+    if not value:
+        return (default,) * nd
+    if len(value) != nd:
+        raise AttributeValueError(f"{op}: attribute {key!r}={value} must have {nd} entries, "
+                                  f"one per kernel axis (kernel has {nd})")
+    if any(v is None or v < least for v in value):
+        raise AttributeValueError(f"{op}: attribute {key!r}={value} entries must be >= {least}")
+    return tuple(value)
+
+
+def check_layout(op: str, layout: str | None, nd: int) -> None:
+    """Only channel-first data of the kernel's rank is supported."""
+    if layout is not None and layout != LAYOUTS.get(nd):
+        raise AttributeValueError(f"{op}: layout={layout!r} is not supported for a {nd}-D "
+                                  f"kernel; use {LAYOUTS.get(nd)!r} (channel-first) or None")
+
+
+def check_conv_attrs(op) -> None:
+    """Validate and expand the attributes Convolution and Deconvolution share."""
+    nd = len(op.kernel)
+    if nd not in LAYOUTS:
+        raise AttributeValueError(f"{op.name}: kernel={op.kernel} must have 1, 2 or 3 entries")
+    op.kernel_ = spatial_attr(op.name, "kernel", op.kernel, nd, 1, 1)
+    op.stride_ = spatial_attr(op.name, "stride", op.stride, nd, 1, 1)
+    op.dilate_ = spatial_attr(op.name, "dilate", op.dilate, nd, 1, 1)
+    op.pad_ = spatial_attr(op.name, "pad", op.pad, nd, 0, 0)
+    if op.num_filter < 1 or op.num_group < 1:
+        raise AttributeValueError(f"{op.name}: num_filter={op.num_filter} and "
+                                  f"num_group={op.num_group} must be >= 1")
+    check_layout(op.name, op.layout, nd)
+
+
+def conv_out_size(size: int, k: int, s: int, d: int, p: int) -> int:
+    """Output length of a convolution along one axis (0 when ``size`` is unknown)."""
+    if not size:
+        return 0
+    extent = d * (k - 1) + 1
+    if extent > size + 2 * p:
+        raise ShapeError(f"dilated kernel extent {extent} exceeds the padded input "
+                         f"{size} + 2*{p}")
+    return (size + 2 * p - extent) // s + 1
+
+
+def batch_last(out: tuple) -> bool:
+    """Whether column buffers should put the batch axis last, ``(C, *kernel, *out, N)``.
+
+    Each kernel offset copies (or adds) one strided slice whose contiguous runs are output
+    rows when the batch comes first: for small maps (rows of at most 12) that is slow, and
+    putting the batch last makes the runs ``out[-1] * N`` long at the price of transposing
+    the input and output (measured with numpy on LeNet- and ResNet-sized layers).
+    """
+    return bool(out) and out[-1] <= 12
+
+
+def _window(offsets, out, stride, dilate):
+    """The strided slices reading kernel position ``offsets`` for every output position."""
+    return tuple(slice(o * d, o * d + s * (n - 1) + 1, s)
+                 for o, n, s, d in zip(offsets, out, stride, dilate))
+
+
+def im2col(xp, x, out, kernel, stride, dilate, pad, last: bool):
+    """Columns of ``x`` (N, C, *spatial) zero-padded by ``pad``.
+
+    Shape ``(C, *kernel, *out, N)`` when ``last`` (see :func:`batch_last`), else
+    ``(C, *kernel, N, *out)``.
+    """
+    n, c = x.shape[:2]
+    widths = [(p, p) for p in pad]
+    if last:  # (C, *spatial, N), contiguous so that slices have long runs
+        xt = xp.moveaxis(x, 0, -1)
+        xt = xp.pad(xt, [(0, 0)] + widths + [(0, 0)]) if any(pad) else xp.ascontiguousarray(xt)
+        lead, tail, grid = (slice(None),), (slice(None),), tuple(out) + (n,)
+    else:
+        xt = (xp.pad(x, [(0, 0), (0, 0)] + widths) if any(pad) else x).swapaxes(0, 1)
+        lead, tail, grid = (slice(None), slice(None)), (), (n,) + tuple(out)
+    cols = xp.empty((c,) + tuple(kernel) + grid, dtype=x.dtype)
+    for offsets in itertools.product(*map(range, kernel)):
+        cols[(slice(None),) + offsets] = xt[lead + _window(offsets, out, stride, dilate) + tail]
+    return cols
+
+
+def col2im(xp, cols, shape, kernel, stride, dilate, pad, last: bool):
+    """Scatter-add columns (laid out as :func:`im2col` makes them) into an (N, C, ...) array."""
+    n, c, nd = shape[0], shape[1], len(kernel)
+    padded = tuple(s + 2 * p for s, p in zip(shape[2:], pad))
+    crop = tuple(slice(p, p + s) for s, p in zip(shape[2:], pad))
+    if last:
+        out = cols.shape[1 + nd:-1]
+        acc = xp.zeros((c,) + padded + (n,), dtype=cols.dtype)
+        lead, tail = (slice(None),), (slice(None),)
+    else:
+        out = cols.shape[2 + nd:]
+        acc = xp.zeros((c, n) + padded, dtype=cols.dtype)
+        lead, tail = (slice(None), slice(None)), ()
+    for offsets in itertools.product(*map(range, kernel)):
+        acc[lead + _window(offsets, out, stride, dilate) + tail] += cols[(slice(None),) + offsets]
+    acc = acc[lead + crop + tail]
+    return xp.ascontiguousarray(xp.moveaxis(acc, -1, 0) if last else acc.swapaxes(0, 1))
+
+
+def channel_major(xp, a, groups: int, last: bool):
+    """``a`` (N, C, *sp) as a contiguous ``(groups, C/groups, N*prod(sp))`` matrix stack.
+
+    Columns are ordered ``(*sp, N)`` when ``last``, else ``(N, *sp)``.
+    """
+    t = xp.moveaxis(a, 0, -1) if last else a.swapaxes(0, 1)
+    return xp.ascontiguousarray(t).reshape(groups, a.shape[1] // groups, -1)
+
+
+def batch_major(xp, y, n: int, spatial: tuple, last: bool):
+    """A channel-major ``(..., N*L)`` result (columns as in :func:`channel_major`) as a
+    contiguous ``(N, C, *spatial)`` array."""
+    if last:
+        return xp.ascontiguousarray(xp.moveaxis(y.reshape((-1,) + tuple(spatial) + (n,)), -1, 0))
+    return xp.ascontiguousarray(y.reshape((-1, n) + tuple(spatial)).swapaxes(0, 1))
+
+
+def grouped(w, groups: int):
+    """A weight ``(A, B, *kernel)`` as the matrix stack ``(groups, A/groups, B*prod(kernel))``."""
+    return w.reshape(groups, w.shape[0] // groups, -1)
+
+
+def cols_size(c: int, kernel: tuple, n: int, out: tuple) -> int:
+    """Number of elements of a column buffer."""
+    return c * n * math.prod(kernel) * math.prod(out)

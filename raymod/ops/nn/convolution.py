@@ -1,0 +1,112 @@
+"""Convolution: 1-D, 2-D or 3-D, strided, padded, dilated and grouped, as im2col + GEMM."""
+from __future__ import annotations
+
+import math
+
+from ...base import AttributeValueError, ShapeError
+from ..base import Op
+from ._im2col import (CONV_PARAMS, batch_last, batch_major, channel_major, check_conv_attrs,
+                      col2im, cols_size, conv_out_size, grouped, im2col)
+
+# Column buffers up to this many elements are kept from forward for the weight gradient;
+# larger ones are rebuilt from the retained data in backward to bound memory.
+KEEP_COLS_MAX = 1 << 24
+
+
+class Convolution(Op):
+    """Cross-correlation of ``data`` (N, C, *spatial) with ``weight`` (F, C/G, *kernel).
+
+    ``out[n, f] = sum_c data[n, c] (*) weight[f, c] + bias[f]`` over the channels of the
+    filter's group, with zero padding ``pad``, ``stride`` and ``dilate`` per spatial axis
+    (defaults 0, 1, 1). ``num_group`` G splits channels and filters into G independent
+    convolutions. Output length per axis: ``(x + 2p - d(k-1) - 1) // s + 1``.
+
+    Attributes
+    ----------
+    kernel, stride, dilate, pad : tuple of int
+        One entry per spatial axis (1, 2 or 3 axes).
+    num_filter, num_group : int
+    no_bias : bool
+        Default False; without bias the inputs are ``data, weight``.
+    workspace, cudnn_tune, cudnn_off : accepted for MXNet compatibility, unused.
+    layout : str or None
+        Only the channel-first layout (NCW, NCHW, NCDHW) is supported.
+
+    Backward keeps ``data`` and ``weight``; in training forward also saves the im2col buffer
+    (when it has at most ``KEEP_COLS_MAX`` elements) so the weight gradient needs no rebuild.
+    """
+
+    name = "Convolution"
+    params = dict(CONV_PARAMS)
+    inputs = ("data", "weight", "bias")
+    retain_inputs = (0, 1)
+
+    def check(self) -> None:
+        check_conv_attrs(self)
+        if self.num_filter % self.num_group:
+            raise AttributeValueError(f"Convolution: num_filter={self.num_filter} must be a "
+                                      f"multiple of num_group={self.num_group}")
+
+    def list_arguments(self) -> list[str]:
+        return ["data", "weight"] if self.no_bias else ["data", "weight", "bias"]
+
+    def _out_spatial(self, spatial):
+        return tuple(conv_out_size(*a) for a in zip(spatial, self.kernel_, self.stride_,
+                                                     self.dilate_, self.pad_))
+
+    def infer_shape(self, in_shapes, out_shapes):
+        nd, g, f = len(self.kernel_), self.num_group, self.num_filter
+        data, weight, out = in_shapes[0], in_shapes[1], out_shapes[0]
+        if data is not None and len(data) != nd + 2:
+            raise ShapeError(f"data {tuple(data)} must have {nd + 2} dims (batch, channel and "
+                             f"{nd} spatial) for kernel {self.kernel_}")
+        batch = (data[0] if data else 0) or (out[0] if out else 0)
+        chans = (data[1] if data else 0) or (weight[1] * g if weight and weight[1] else 0)
+        if chans % g:
+            raise ShapeError(f"data {tuple(data)} has {chans} channels, not a multiple of "
+                             f"num_group={g}")
+        spatial = tuple(data[2:]) if data else (0,) * nd
+        if data is None and not batch and not chans:
+            new_data = None
+        else:
+            new_data = (batch, chans) + spatial
+        shapes = [new_data, (f, chans // g) + self.kernel_] + ([] if self.no_bias else [(f,)])
+        return shapes, [(batch, f) + self._out_spatial(spatial)], []
+
+    def forward(self, xp, inputs, aux, is_train):
+        x, w = inputs[0], inputs[1]
+        n, c, g = x.shape[0], x.shape[1], self.num_group
+        out = self._out_spatial(x.shape[2:])
+        last = batch_last(out)
+        cols = im2col(xp, x, out, self.kernel_, self.stride_, self.dilate_, self.pad_, last)
+        y = xp.matmul(grouped(w, g), cols.reshape(g, -1, n * math.prod(out)))
+        y = y.reshape(self.num_filter, -1)
+        if not self.no_bias:
+            y += inputs[2].reshape(-1, 1)
+        keep = is_train and cols_size(c, self.kernel_, n, out) <= KEEP_COLS_MAX
+        return [batch_major(xp, y, n, out, last)], (cols if keep else None)
+
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        x, w, gy = inputs[0], inputs[1], out_grads[0]
+        g = self.num_group
+        grads = [None] * len(inputs)
+        if not self.no_bias and need_grad[2]:
+            grads[2] = gy.sum(axis=(0,) + tuple(range(2, gy.ndim)))
+        if not (need_grad[0] or need_grad[1]):
+            return grads
+        last = batch_last(gy.shape[2:])
+        gyt = channel_major(xp, gy, g, last)  # (G, F/G, N*L)
+        if need_grad[1]:
+            cols = saved
+            if cols is None:
+                cols = im2col(xp, x, gy.shape[2:], self.kernel_, self.stride_, self.dilate_,
+                              self.pad_, last)
+            cols = cols.reshape(g, -1, gyt.shape[-1])
+            grads[1] = xp.matmul(gyt, cols.swapaxes(1, 2)).reshape(w.shape)
+        if need_grad[0]:
+            dcols = xp.matmul(grouped(w, g).swapaxes(1, 2), gyt)
+            grid = gy.shape[2:] + x.shape[:1] if last else x.shape[:1] + gy.shape[2:]
+            dcols = dcols.reshape((x.shape[1],) + self.kernel_ + grid)
+            grads[0] = col2im(xp, dcols, x.shape, self.kernel_, self.stride_, self.dilate_,
+                              self.pad_, last)
+        return grads

@@ -1,0 +1,235 @@
+"""Pooling: max, average, sum and Lp pooling over 1, 2 or 3 spatial axes."""
+from __future__ import annotations
+
+import itertools
+import math
+
+from ...base import AttributeValueError, ShapeError
+from ..base import Op, Param
+from ._im2col import LAYOUTS, check_layout, spatial_attr
+
+
+class Pooling(Op):
+    """Pool each ``kernel`` window of ``data`` (N, C, *spatial) into one value.
+
+    ``pool_type`` is ``max``, ``avg``, ``sum`` or ``lp`` (``(sum x^p)^(1/p)`` for ``p_value``
+    1, 2 or 3). Windows move by ``stride`` (default 1) over data padded by ``pad`` (default 0;
+    padding never wins a max and adds zero to sums). Output length per axis is
+    ``floor((x + 2p - k) / s) + 1`` for ``pooling_convention='valid'`` and ``ceil(...) + 1``
+    for ``'full'``, whose last window may run past the padded border and is clipped there.
+    ``avg`` divides by the window size clipped to the padded border when ``count_include_pad``
+    (default True), else by the number of real elements it covers. ``global_pool`` pools the
+    whole spatial extent (kernel, stride and pad ignored).
+
+    Max pooling sends each gradient to the first maximum of its window in row-major order,
+    as MXNet does. Backward keeps the input and output for ``max`` and ``lp``; ``avg`` and
+    ``sum`` keep nothing but the input shape.
+
+    Attributes
+    ----------
+    kernel, stride, pad : tuple of int
+    pool_type : {'max', 'avg', 'sum', 'lp'}
+    global_pool : bool
+    pooling_convention : {'valid', 'full'}
+        ``'same'`` is accepted by the parser but rejected: MXNet 1.9 cannot run it either.
+    p_value : int or None
+    count_include_pad : bool or None
+    cudnn_off : accepted for MXNet compatibility, unused.
+    layout : str or None
+        Only the channel-first layout (NCW, NCHW, NCDHW) is supported.
+    """
+
+    name = "Pooling"
+    params = {
+        "kernel": Param("shape", (), doc="window size: (w,), (h, w) or (d, h, w)"),
+        "pool_type": Param("str", "max", choices=("avg", "lp", "max", "sum")),
+        "global_pool": Param("bool", False),
+        "cudnn_off": Param("bool", False, doc="accepted for MXNet compatibility; unused"),
+        "pooling_convention": Param("str", "valid", choices=("full", "same", "valid")),
+        "stride": Param("shape", (), doc="window step per axis; default 1"),
+        "pad": Param("shape", (), doc="padding per axis; default 0"),
+        "p_value": Param("int", None, optional=True, doc="p of Lp pooling: 1, 2 or 3"),
+        "count_include_pad": Param("bool", None, optional=True,
+                                   doc="avg: count padding in the divisor (default True)"),
+        "layout": Param("str", None, choices=("NCW", "NCHW", "NCDHW", "NHWC", "NDHWC", "NWC"),
+                        optional=True, doc="only the channel-first layout"),
+    }
+
+    def check(self) -> None:
+        if self.pooling_convention == "same":
+            raise AttributeValueError("Pooling: pooling_convention='same' is not supported "
+                                      "(use 'valid' or 'full')")
+        if self.pool_type == "lp" and self.p_value not in (1, 2, 3):
+            raise AttributeValueError(f"Pooling: pool_type='lp' needs p_value 1, 2 or 3, got "
+                                      f"{self.p_value}")
+        nd = len(self.kernel)
+        if not self.global_pool:
+            if nd not in LAYOUTS:
+                raise AttributeValueError(f"Pooling: kernel={self.kernel} must have 1, 2 or 3 "
+                                          f"entries (or set global_pool=True)")
+            self.kernel_ = spatial_attr(self.name, "kernel", self.kernel, nd, 1, 1)
+            self.stride_ = spatial_attr(self.name, "stride", self.stride, nd, 1, 1)
+            self.pad_ = spatial_attr(self.name, "pad", self.pad, nd, 0, 0)
+            check_layout(self.name, self.layout, nd)
+        if self.pool_type in ("max", "lp"):
+            self.retain_inputs, self.retain_outputs = (0,), (0,)
+
+    def _geometry(self, spatial):
+        """(kernel, stride, pad, output spatial shape) for input spatial shape ``spatial``."""
+        if self.global_pool:
+            return tuple(spatial), (1,) * len(spatial), (0,) * len(spatial), (1,) * len(spatial)
+        full = self.pooling_convention == "full"
+        out = []
+        for x, k, s, p in zip(spatial, self.kernel_, self.stride_, self.pad_):
+            if x and k > x + 2 * p:
+                raise ShapeError(f"kernel {self.kernel_} exceeds the input spatial shape "
+                                 f"{tuple(spatial)} padded by {self.pad_}")
+            out.append(((x + 2 * p - k + (s - 1 if full else 0)) // s + 1) if x else 0)
+        return self.kernel_, self.stride_, self.pad_, tuple(out)
+
+    def infer_shape(self, in_shapes, out_shapes):
+        data, out = in_shapes[0], out_shapes[0]
+        if data is None:
+            return [None], [None if out is None else tuple(out[:2]) + (0,) * (len(out) - 2)], []
+        nd = len(data) - 2
+        if (self.global_pool and nd not in LAYOUTS) or (not self.global_pool
+                                                        and nd != len(self.kernel_)):
+            want = f"{len(self.kernel_) + 2}" if not self.global_pool else "3, 4 or 5"
+            raise ShapeError(f"data {tuple(data)} must have {want} dims (batch, channel, "
+                             f"spatial) for kernel {self.kernel}")
+        check_layout(self.name, self.layout, nd)
+        lead = tuple(d or (o if out else 0) for d, o in zip(data[:2], out or (0, 0)))
+        return [lead + tuple(data[2:])], [lead + self._geometry(data[2:])[3]], []
+
+    # --- compute -------------------------------------------------------------------------------
+    @staticmethod
+    def _pad_widths(spatial, geom):
+        """(low, high) padding per axis so that every (possibly clipped) window fits."""
+        kernel, stride, pad, out = geom
+        return [(p, max(0, (o - 1) * s + k - p - n))
+                for n, k, s, p, o in zip(spatial, kernel, stride, pad, out)]
+
+    def _padded(self, xp, x, geom, fill):
+        """``x`` padded with ``fill`` so that every window lies inside it."""
+        widths = self._pad_widths(x.shape[2:], geom)
+        if not any(lo or hi for lo, hi in widths):
+            return x
+        return xp.pad(x, [(0, 0), (0, 0)] + widths, constant_values=fill)
+
+    @staticmethod
+    def _windows(geom):
+        """Per kernel offset, the strided slices reading it for every output position."""
+        kernel, stride, _, out = geom
+        return [(slice(None), slice(None)) + tuple(slice(i, i + s * (o - 1) + 1, s)
+                                                   for i, s, o in zip(offs, stride, out))
+                for offs in itertools.product(*map(range, kernel))]
+
+    def _inv_count(self, xp, spatial, geom, dtype):
+        """1 / divisor of average pooling, broadcastable to the output."""
+        kernel, stride, pad, out = geom
+        inv = 1.0
+        for axis, (n, k, s, p, o) in enumerate(zip(spatial, kernel, stride, pad, out)):
+            start = xp.arange(o) * s - p
+            end = xp.minimum(start + k, n + p)
+            if not (self.count_include_pad is None or self.count_include_pad):
+                start, end = xp.maximum(start, 0), xp.minimum(end, n)
+            shape = [1] * (len(out) + 2)
+            shape[axis + 2] = o
+            inv = inv / (end - start).reshape(shape)
+        return inv.astype(dtype)
+
+    def _root(self, xp, s):
+        p = self.p_value
+        return s if p == 1 else xp.sqrt(s) if p == 2 else xp.cbrt(s)
+
+    def forward(self, xp, inputs, aux, is_train):
+        x = inputs[0]
+        geom = self._geometry(x.shape[2:])
+        kind = self.pool_type
+        if self.global_pool:
+            r = x.reshape(x.shape[0], x.shape[1], -1)
+            y = (r.max(-1) if kind == "max" else r.mean(-1) if kind == "avg" else
+                 r.sum(-1) if kind == "sum" else self._root(xp, (r ** self.p_value).sum(-1)))
+            y = y.reshape(x.shape[:2] + (1,) * (x.ndim - 2))
+        else:
+            xpad = self._padded(xp, x, geom, -xp.inf if kind == "max" else 0)
+            windows = self._windows(geom)
+            first, *rest = windows
+            power = self.p_value if kind == "lp" else 1
+            y = xpad[first] ** power if power > 1 else xpad[first].copy()
+            for w in rest:
+                if kind == "max":
+                    xp.maximum(y, xpad[w], out=y)
+                else:
+                    y += xpad[w] ** power if power > 1 else xpad[w]
+            if kind == "avg":
+                y *= self._inv_count(xp, x.shape[2:], geom, y.dtype)
+            elif kind == "lp":
+                y = self._root(xp, y)
+        return [y], (None if kind in ("max", "lp") else x.shape)
+
+    def _lp_scale(self, xp, gy, y):
+        """``gy / y^(p-1)``, zero where the output is zero (as MXNet)."""
+        nonzero = y != 0
+        return gy * nonzero / xp.where(nonzero, y, 1) ** (self.p_value - 1)
+
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        if not need_grad[0]:
+            return [None]
+        gy, kind = out_grads[0], self.pool_type
+        x, y = inputs[0], outputs[0]
+        shape = saved if x is None else x.shape
+        geom = self._geometry(shape[2:])
+        if self.global_pool:
+            return [self._global_backward(xp, gy, x, y, shape)]
+        if kind == "avg":
+            gy = gy * self._inv_count(xp, shape[2:], geom, gy.dtype)
+        elif kind == "lp" and self.p_value > 1:
+            gy = self._lp_scale(xp, gy, y)
+        if kind in ("max", "lp"):
+            xpad = self._padded(xp, x, geom, -xp.inf if kind == "max" else 0)
+        padded = tuple(n + lo + hi for n, (lo, hi) in zip(shape[2:],
+                                                           self._pad_widths(shape[2:], geom)))
+        gpad = xp.zeros(tuple(shape[:2]) + padded, dtype=gy.dtype)
+        windows = self._windows(geom)
+        # disjoint windows write each input cell once: store straight into the slice
+        disjoint = all(s >= k for s, k in zip(geom[1], geom[0]))
+        taken = None
+        for i, w in enumerate(windows):
+            factor = None
+            if kind == "max":  # the first maximum in row-major order takes the gradient
+                factor = xpad[w] == y
+                if taken is not None:
+                    factor = xp.greater(factor, taken)  # boolean ops: far cheaper than where
+                if i < len(windows) - 1:
+                    taken = factor if taken is None else xp.logical_or(taken, factor, out=taken)
+            elif kind == "lp" and self.p_value > 1:
+                factor = xpad[w] ** (self.p_value - 1)
+            if not disjoint:
+                gpad[w] += gy if factor is None else gy * factor
+            elif factor is None:
+                gpad[w] = gy
+            else:
+                xp.multiply(gy, factor, out=gpad[w])
+        if gpad.shape != tuple(shape):
+            pad = geom[2]
+            gpad = xp.ascontiguousarray(gpad[(slice(None), slice(None)) + tuple(
+                slice(p, p + n) for p, n in zip(pad, shape[2:]))])
+        return [gpad]
+
+    def _global_backward(self, xp, gy, x, y, shape):
+        n, c = shape[:2]
+        g = gy.reshape(n, c, 1)
+        kind = self.pool_type
+        if kind == "max":
+            r = x.reshape(n, c, -1)
+            first = r.argmax(-1)[..., None]
+            return (g * (xp.arange(r.shape[-1]) == first)).reshape(shape)
+        if kind == "lp" and self.p_value > 1:
+            r = x.reshape(n, c, -1)
+            return (self._lp_scale(xp, g, y.reshape(n, c, 1)) * r ** (self.p_value - 1)
+                    ).reshape(shape)
+        gx = xp.empty((n, c, math.prod(shape[2:])), dtype=gy.dtype)
+        gx[...] = g / gx.shape[-1] if kind == "avg" else g
+        return gx.reshape(shape)
+

@@ -1,0 +1,84 @@
+import math
+
+import numpy as np
+import pytest
+
+from raymod.base import AttributeValueError, ShapeError
+from raymod.context import as_numpy
+from raymod.test_utils import bind, check_forward, check_gradient, op_symbol
+
+
+def reference_pool(x, kernel, stride, pad, kind, full=False, include_pad=True, p=None):
+    """Pool window by window, clipping windows to the padded and to the real input."""
+    out = [(n + 2 * q - k + (s - 1 if full else 0)) // s + 1
+           for n, k, s, q in zip(x.shape[2:], kernel, stride, pad)]
+    y = np.empty(x.shape[:2] + tuple(out))
+    for pos in np.ndindex(*out):
+        lo = [o * s - q for o, s, q in zip(pos, stride, pad)]
+        hi = [min(a + k, n + q) for a, k, n, q in zip(lo, kernel, x.shape[2:], pad)]
+        real = tuple(slice(max(a, 0), min(b, n)) for a, b, n in zip(lo, hi, x.shape[2:]))
+        win = x[(slice(None), slice(None)) + real].reshape(x.shape[:2] + (-1,))
+        if kind == "max":
+            v = win.max(-1)
+        elif kind == "lp":
+            v = np.cbrt((win ** p).sum(-1)) if p == 3 else (win ** p).sum(-1) ** (1 / p)
+        else:
+            count = math.prod(b - a for a, b in zip(lo, hi)) if include_pad else win.shape[-1]
+            v = win.sum(-1) / (count if kind == "avg" else 1)
+        y[(slice(None), slice(None)) + pos] = v
+    return y
+
+
+CASES = [  # data shape, kernel, stride, pad, convention
+    ((2, 3, 6, 7), (2, 2), (2, 2), (0, 0), "valid"),
+    ((2, 3, 6, 7), (3, 3), (2, 2), (1, 1), "full"),
+    ((2, 2, 5, 6), (3, 2), (1, 2), (1, 0), "valid"),
+    ((2, 3, 8), (3,), (2,), (1,), "full"),
+    ((1, 2, 4, 3, 5), (2, 2, 2), (2, 1, 2), (0, 1, 0), "full"),
+]
+
+
+@pytest.mark.parametrize("shape,kernel,stride,pad,conv", CASES)
+@pytest.mark.parametrize("kind,extra", [("max", {}), ("avg", {}), ("sum", {}),
+                                        ("avg", {"count_include_pad": False}),
+                                        ("lp", {"p_value": 2}), ("lp", {"p_value": 3})])
+def test_pooling(ctx, rng, shape, kernel, stride, pad, conv, kind, extra):
+    sym = op_symbol("Pooling", ["data"], kernel=kernel, stride=stride, pad=pad,
+                    pool_type=kind, pooling_convention=conv, **extra)
+    x = rng.standard_normal(shape)
+    ref = reference_pool(x, kernel, stride, pad, kind, conv == "full",
+                         extra.get("count_include_pad", True), extra.get("p_value"))
+    check_forward(sym, {"data": x}, [ref], ctx)
+    check_gradient(sym, {"data": x}, ctx, max_elements=24)
+
+
+@pytest.mark.parametrize("kind", ["max", "avg", "sum", "lp"])
+def test_global_pooling(ctx, rng, kind):
+    sym = op_symbol("Pooling", ["data"], global_pool=True, kernel=(2, 2), pad=(1, 1),
+                    pool_type=kind, p_value=2 if kind == "lp" else None)
+    x = rng.standard_normal((2, 3, 4, 5))
+    check_forward(sym, {"data": x}, [reference_pool(x, (4, 5), (1, 1), (0, 0), kind, p=2)], ctx)
+    check_gradient(sym, {"data": x}, ctx)
+
+
+def test_max_pooling_ties_go_to_first_maximum(ctx):
+    x = np.array([[1, 3, 3, 1], [0, 3, 2, 0], [1, 1, 1, 1]], np.float32)[None, None]
+    ex = bind(op_symbol("Pooling", ["data"], kernel=(2, 2), pool_type="max"), {"data": x}, ctx)
+    ex.forward(is_train=True)
+    ex.backward([np.ones((1, 1, 2, 3), np.float32)])
+    expected = [[0, 2, 1, 0], [0, 2, 1, 0], [0, 0, 0, 0]]  # as MXNet 1.9 (row-major first)
+    np.testing.assert_array_equal(as_numpy(ex.grad_dict["data"])[0, 0], expected)
+
+
+def test_pooling_shapes_and_errors(rng):
+    sym = op_symbol("Pooling", ["data"], kernel=(3, 3), stride=(2, 2), pooling_convention="full")
+    assert sym.infer_shape(data=(2, 3, 6, 6))[1] == [(2, 3, 3, 3)]
+    out = check_forward(sym, {"data": rng.standard_normal((2, 1, 6, 6)).astype(np.float32)},
+                        lambda data: reference_pool(data, (3, 3), (2, 2), (0, 0), "max", True))
+    assert out[0].dtype == np.float32
+    with pytest.raises(ShapeError, match=r"Pooling 'op'.*kernel \(3, 3\) exceeds"):
+        sym.infer_shape(data=(2, 3, 2, 6))
+    for bad in [dict(pooling_convention="same"), dict(layout="NHWC"), dict(pool_type="lp"),
+                dict(kernel=())]:
+        with pytest.raises(AttributeValueError, match=r"Pooling: .*(same|layout|p_value|kernel)"):
+            op_symbol("Pooling", ["data"], **{"kernel": (2, 2), **bad})
