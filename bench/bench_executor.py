@@ -53,8 +53,10 @@ class RaymodStep:
     """One executor and an SGD optimizer updating its arrays in place."""
 
     def __init__(self, symbol, data_shape, batch, rng):
-        self.ex = symbol.simple_bind(rm.cpu(), data=data_shape, softmax_label=(batch,))
         self.names = [n for n in symbol.list_arguments() if n not in ("data", "softmax_label")]
+        # as Module binds: gradients for parameters only
+        self.ex = symbol.simple_bind(rm.cpu(), grad_req={n: "write" for n in self.names},
+                                     data=data_shape, softmax_label=(batch,))
         for n in self.names:
             arr = self.ex.arg_dict[n]
             arr[...] = rng.uniform(-0.07, 0.07, arr.shape) if n.endswith("weight") else 0
@@ -68,16 +70,24 @@ class RaymodStep:
             self.opt.update(i, self.ex.arg_dict[n], self.ex.grad_dict[n], self.states[i])
 
 
-def time_steps(step, batches, steps: int, repeats: int) -> float:
-    """Median samples/s over ``repeats`` runs of ``steps`` steps (after one warm-up step)."""
-    step(*batches[0])
-    rates = []
+def _rate(step, batches, steps: int) -> float:
+    start = time.perf_counter()
+    for k in range(steps):
+        step(*batches[k % len(batches)])
+    return steps * len(batches[0][0]) / (time.perf_counter() - start)
+
+
+def time_pair(ours, ours_batches, base, base_batches, steps: int, repeats: int):
+    """Samples/s of two step functions, timed in alternating blocks so that load changes on
+    a shared machine hit both alike; returns the medians and the median per-block ratio."""
+    ours(*ours_batches[0])
+    base(*base_batches[0])
+    a, b = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
-        for k in range(steps):
-            step(*batches[k % len(batches)])
-        rates.append(steps * len(batches[0][0]) / (time.perf_counter() - start))
-    return statistics.median(rates)
+        a.append(_rate(ours, ours_batches, steps))
+        b.append(_rate(base, base_batches, steps))
+    ratio = statistics.median(x / y for x, y in zip(a, b))
+    return statistics.median(a), statistics.median(b), ratio
 
 
 WORKLOADS = {
@@ -94,7 +104,8 @@ def mxnet_figures(python: str, names: list[str], repeats: int) -> dict:
     for line in out.stdout.splitlines():
         if line.startswith("{"):
             rec = json.loads(line)
-            figures[rec["workload"]] = rec
+            if rec.get("metric") == "step_samples_per_s":
+                figures[rec["workload"]] = rec["value"]
     return figures
 
 
@@ -115,13 +126,15 @@ def main() -> None:
                     rng.integers(0, 10, w["batch"])) for _ in range(4)]
         ours = RaymodStep(w["symbol"](), shape, w["batch"], rng)
         hand = w["hand"](rng, batch=w["batch"])
-        rec = {"workload": name, "batch": w["batch"],
-               "raymod_samples_per_s": time_steps(ours.step, [(x, y.astype(np.float32)) for x, y in batches],
-                                                  w["steps"], args.repeats),
-               "numpy_samples_per_s": time_steps(hand.step, batches, w["steps"], args.repeats)}
-        rec["ratio_vs_numpy"] = rec["raymod_samples_per_s"] / rec["numpy_samples_per_s"]
+        ours_rate, hand_rate, ratio = time_pair(
+            ours.step, [(x, y.astype(np.float32)) for x, y in batches], hand.step, batches,
+            w["steps"], args.repeats)
+        rec = {"workload": name, "batch": w["batch"], "raymod_samples_per_s": ours_rate,
+               "numpy_samples_per_s": hand_rate, "ratio_vs_numpy": ratio,
+               "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+               "loadavg_1m": round(os.getloadavg()[0], 2)}
         if name in mx:
-            rec["mxnet_samples_per_s"] = mx[name]["step_samples_per_s"]
+            rec["mxnet_samples_per_s"] = mx[name]
             rec["ratio_vs_mxnet"] = rec["raymod_samples_per_s"] / rec["mxnet_samples_per_s"]
         print(json.dumps(rec))
         rows.append(rec)

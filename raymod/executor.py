@@ -34,6 +34,8 @@ class Step:
     keep_in: tuple[bool, ...]
     keep_out: tuple[bool, ...]
     forward: Callable = None  # op.forward, with output shapes bound for creation ops
+    # per input: index of the argument whose grad array backward may write into, else -1
+    grad_out: tuple[int, ...] = ()
 
     @property
     def has_backward(self) -> bool:
@@ -62,7 +64,26 @@ class Plan:
         return "\n".join(rows)
 
 
-def build_plan(symbol: Symbol, shapes: dict, dtypes: dict, needs_grad: dict[str, bool]) -> Plan:
+def _plan_grad_outputs(steps: list[Step], arg_names: list[str], arg_slots: list[int],
+                       grad_req: dict[str, str]) -> None:
+    """Let an op write a gradient straight into an argument's grad array when it is the
+    argument's only reader and the request is 'write' (no accumulation to do)."""
+    readers: dict[int, int] = {}
+    for st in steps:
+        for s in st.inputs:
+            readers[s] = readers.get(s, 0) + 1
+    arg_of_slot = {s: k for k, s in enumerate(arg_slots)}
+    for st in steps:
+        if not st.op.writes_grad_out:
+            continue
+        st.grad_out = tuple(
+            arg_of_slot[s] if (s in arg_of_slot and need and readers[s] == 1
+                               and grad_req[arg_names[arg_of_slot[s]]] == "write") else -1
+            for s, need in zip(st.inputs, st.need_grad))
+
+
+def build_plan(symbol: Symbol, shapes: dict, dtypes: dict, needs_grad: dict[str, bool],
+               grad_req: dict[str, str] | None = None) -> Plan:
     """Number every graph entry, order the steps and work out value lifetimes."""
     slots: dict[tuple[int, int], int] = {}
     slot_shapes, slot_dtypes = [], []
@@ -100,6 +121,8 @@ def build_plan(symbol: Symbol, shapes: dict, dtypes: dict, needs_grad: dict[str,
                           tuple(k in op.retain_inputs for k in range(len(ins))),
                           tuple(k in op.retain_outputs for k in range(len(outs))), forward))
     head_slots = [slots[(id(n), k)] for n, k in symbol.outputs]
+    if grad_req is not None:
+        _plan_grad_outputs(steps, arg_names, arg_slots, grad_req)
     plan = Plan(steps, slot_shapes, slot_dtypes, arg_slots, head_slots)
     _plan_lifetimes(plan)
     return plan
@@ -173,9 +196,14 @@ class Executor:
         self.grad_dict = {n: g for n, g in zip(self._arg_names, grad_arrays) if g is not None}
         self.aux_dict = dict(zip(self._aux_names, aux_arrays))
         self._values: list = [None] * len(plan.slot_shapes)
+        for slot, array in zip(plan.arg_slots, arg_arrays):  # pinned: never freed
+            self._values[slot] = array
         self._saved: list = [None] * len(plan.steps)
         self._trained = False
-        self._ones: dict = {}
+        # default head gradients: None for loss heads (they ignore it), ones otherwise
+        loss_slots = {s for st in plan.steps if st.op.is_loss for s in st.outputs}
+        self._head_defaults: list | None = None
+        self._loss_heads = [s in loss_slots for s in plan.head_slots]
         self._monitor = None
         self.outputs: list = []
 
@@ -229,7 +257,8 @@ class Executor:
                          allocate(name, shared_exec.grad_dict if shares(name) else None, False))
         aux = [allocate(n, shared_exec.aux_dict if shared_exec else None, False)
                for n in symbol.list_auxiliary_states()]
-        plan = build_plan(symbol, values, types, {n: r != "null" for n, r in reqs.items()})
+        plan = build_plan(symbol, values, types, {n: r != "null" for n, r in reqs.items()},
+                          reqs)
         return cls(symbol, ctx, args, grads, aux, reqs, plan)
 
     @classmethod
@@ -254,7 +283,8 @@ class Executor:
             if g is not None and tuple(g.shape) != tuple(a.shape):
                 raise MXNetError(f"bind: gradient array of {name!r} has shape {tuple(g.shape)}, "
                                  f"the argument has {tuple(a.shape)}")
-        plan = build_plan(symbol, values, types, {n: r != "null" for n, r in reqs.items()})
+        plan = build_plan(symbol, values, types, {n: r != "null" for n, r in reqs.items()},
+                          reqs)
         return cls(symbol, ctx, args, grads, aux, reqs, plan)
 
     @staticmethod
@@ -315,8 +345,6 @@ class Executor:
                                  f"was bound with {tuple(target.shape)} (use reshape)")
             target[...] = xp.asarray(value)
         plan, vals, saved, aux = self.plan, self._values, self._saved, self.aux_arrays
-        for s, a in zip(plan.arg_slots, self.arg_arrays):
-            vals[s] = a
         free = plan.free_train if is_train else plan.free_infer
         with self._ctx.scope():
             for i, st in enumerate(plan.steps):
@@ -351,8 +379,11 @@ class Executor:
             for s, g in zip(plan.head_slots, out_grads):
                 grads[s] = xp.asarray(g)
         else:
-            for s in plan.head_slots:
-                grads[s] = self._ones_like_slot(s)
+            if self._head_defaults is None:
+                self._head_defaults = [None if loss else self._ones_like_slot(s)
+                                       for s, loss in zip(plan.head_slots, self._loss_heads)]
+            for s, g in zip(plan.head_slots, self._head_defaults):
+                grads[s] = g
         with self._ctx.scope():
             for i in range(len(plan.steps) - 1, -1, -1):
                 st = plan.steps[i]
@@ -364,10 +395,14 @@ class Executor:
                         continue
                     ogs = [self._zeros_like_slot(s) if g is None else g
                            for s, g in zip(st.outputs, ogs)]
+                extra = {}
+                if st.grad_out:
+                    extra["grad_out"] = [self.grad_arrays[k] if k >= 0 else None
+                                         for k in st.grad_out]
                 in_grads = st.op.backward(
                     xp, ogs, [vals[s] if k else None for s, k in zip(st.inputs, st.keep_in)],
                     [vals[s] if k else None for s, k in zip(st.outputs, st.keep_out)],
-                    self._saved[i], list(st.need_grad))
+                    self._saved[i], list(st.need_grad), **extra)
                 for s, g, need in zip(st.inputs, in_grads, st.need_grad):
                     if need and g is not None:
                         grads[s] = g if grads[s] is None else grads[s] + g
@@ -380,6 +415,8 @@ class Executor:
                 if g is not None and tuple(g.shape) != tuple(target.shape):
                     raise MXNetError(f"backward: gradient of {name!r} has shape "
                                      f"{tuple(g.shape)}, expected {tuple(target.shape)}")
+                if g is target:  # the op wrote it in place (grad_out)
+                    continue
                 if self._grad_req[name] == "write":
                     if g is None:
                         target[...] = 0
@@ -395,14 +432,8 @@ class Executor:
         return outputs
 
     def _ones_like_slot(self, s: int):
-        op_is_loss = any(st.op.is_loss for st in self.plan.steps if s in st.outputs)
-        if op_is_loss:
-            return None
-        key = (self.plan.slot_shapes[s], self.plan.slot_dtypes[s])
-        if key not in self._ones:
-            with self._ctx.scope():
-                self._ones[key] = self._xp.ones(*key)
-        return self._ones[key]
+        with self._ctx.scope():
+            return self._xp.ones(self.plan.slot_shapes[s], self.plan.slot_dtypes[s])
 
     def _zeros_like_slot(self, s: int):
         with self._ctx.scope():

@@ -172,6 +172,9 @@ class Op:
     # ops that create arrays from nothing (zeros) get ``out_shapes``/``out_dtypes`` keywords
     # in forward, since the same op instance serves executors of different shapes
     needs_out_shapes: ClassVar[bool] = False
+    # ops whose backward accepts ``grad_out``: per input, an array to write that gradient
+    # into (or None); the executor passes a parameter's own grad array, saving a copy
+    writes_grad_out: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -48,8 +48,11 @@ class SGD(Optimizer):
     def _update_one(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         xp = get_array_module(weight)
         lr, wd = self._get_lr(index), self._get_wd(index)
-        g = self._grad(xp, grad, weight)
-        g *= lr
+        if self._clipping():
+            g = self._grad(xp, grad, weight)
+            g *= lr
+        else:  # one pass: lr folded into the rescale (the common, hot case)
+            g = xp.multiply(grad, lr * self.rescale_grad, dtype=weight.dtype)
         if state is None:
             if wd:
                 weight *= 1.0 - lr * wd

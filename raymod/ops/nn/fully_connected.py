@@ -19,6 +19,7 @@ class FullyConnected(Op):
               "no_bias": Param("bool", False), "flatten": Param("bool", True)}
     inputs = ("data", "weight", "bias")
     retain_inputs = (0, 1)
+    writes_grad_out = True
 
     def check(self) -> None:
         if self.num_hidden < 1:
@@ -57,8 +58,9 @@ class FullyConnected(Op):
             y += inputs[2]
         return [y], None
 
-    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad, grad_out=None):
         data, weight = inputs[0], inputs[1]
+        out = grad_out or [None] * len(inputs)
         gy = out_grads[0]
         x = data.reshape(data.shape[0], -1) if self.flatten else data
         if not self.flatten and gy.ndim > 2:  # apply to the last axis: fold the leading ones
@@ -69,7 +71,7 @@ class FullyConnected(Op):
         if need_grad[0]:
             grads[0] = (gy2 @ weight).reshape(data.shape)
         if need_grad[1]:
-            grads[1] = gy2.T @ x2
+            grads[1] = xp.matmul(gy2.T, x2, out=out[1])
         if not self.no_bias and need_grad[2]:
-            grads[2] = gy2.sum(axis=0)
+            grads[2] = gy2.sum(axis=0, out=out[2])
         return grads
