@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import raymod as rm
 from raymod.context import as_numpy
 from raymod.symbol.symbol import Variable, create
 

@@ -1,15 +1,11 @@
 """Regression loss heads: LinearRegressionOutput, LogisticRegressionOutput, MAERegressionOutput."""
 from __future__ import annotations
 
-from ...base import ShapeError
-from ..base import Op, Param, merge_shape
+from ..base import Param, merge_shape
+from ._labelled import LabelledLoss
 
 
-def _compatible(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(not x or not y or x == y for x, y in zip(a, b))
-
-
-class _RegressionOutput(Op):
+class _RegressionOutput(LabelledLoss):
     """Shared shape rules and gradient scaling of the regression heads.
 
     The label has the data's shape, or (n,) for data (n, 1). Backward ignores head gradients
@@ -19,11 +15,8 @@ class _RegressionOutput(Op):
     """
 
     params = {"grad_scale": Param("float", 1.0)}
-    inputs = ("data", "label")
     retain_inputs = (1,)
     retain_outputs = (0,)
-    is_loss = True
-    no_grad_inputs = ("label",)
 
     def infer_shape(self, in_shapes, out_shapes):
         data = merge_shape(in_shapes[0], out_shapes[0], "data and output must share a shape")
@@ -34,19 +27,8 @@ class _RegressionOutput(Op):
             options = [tuple(data)]
             if len(data) == 2 and data[1] == 1:
                 options.insert(0, (data[0],))
-            if label is None:
-                label = options[0]
-            else:
-                match = next((o for o in options if _compatible(o, label)), None)
-                if match is None:
-                    raise ShapeError(f"label has shape {tuple(label)} but data {data} needs "
-                                     f"{' or '.join(map(str, options))}")
-                label = merge_shape(label, match)
+            label = self.match_label(label, options, data)
         return [data, label], [data], []
-
-    def infer_type(self, in_types, out_types):
-        data = in_types[0] or out_types[0]
-        return [data, in_types[1] or data], [data], []
 
     def forward(self, xp, inputs, aux, is_train):
         return [self._link(xp, inputs[0])], None

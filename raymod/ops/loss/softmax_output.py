@@ -4,14 +4,11 @@ from __future__ import annotations
 import math
 
 from ...base import ShapeError
-from ..base import Op, Param, merge_shape
+from ..base import Param, merge_shape
+from ._labelled import LabelledLoss
 
 
-def _compatible(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(not x or not y or x == y for x, y in zip(a, b))
-
-
-class SoftmaxOutput(Op):
+class SoftmaxOutput(LabelledLoss):
     """Softmax of ``data`` in forward; in backward the cross-entropy gradient
     ``(softmax - onehot(label)) * grad_scale / norm``, ignoring any head gradient.
 
@@ -40,11 +37,8 @@ class SoftmaxOutput(Op):
               "preserve_shape": Param("bool", False),
               "normalization": Param("str", "null", choices=("null", "batch", "valid")),
               "out_grad": Param("bool", False), "smooth_alpha": Param("float", 0.0)}
-    inputs = ("data", "label")
     retain_inputs = (1,)
     retain_outputs = (0,)
-    is_loss = True
-    no_grad_inputs = ("label",)
 
     def check(self) -> None:
         self.is_loss = not self.out_grad
@@ -65,19 +59,8 @@ class SoftmaxOutput(Op):
             if len(data) < 2:
                 raise ShapeError(f"data must have a batch and a class axis, got {data}")
             options = self._label_shapes(data)
-            if label is None:
-                label = options[0]
-            else:
-                match = next((o for o in options if _compatible(o, label)), None)
-                if match is None:
-                    raise ShapeError(f"label has shape {tuple(label)} but data {data} needs "
-                                     f"one of {', '.join(map(str, dict.fromkeys(options)))}")
-                label = merge_shape(label, match)
+            label = self.match_label(label, options, data)
         return [data, label], [data], []
-
-    def infer_type(self, in_types, out_types):
-        data = in_types[0] or out_types[0]
-        return [data, in_types[1] or data], [data], []
 
     def forward(self, xp, inputs, aux, is_train):
         x = inputs[0]
