@@ -8,7 +8,35 @@ from ..base import MXNetError
 from .base import DataBatch, DataDesc, DataIter
 
 
-class ResizeIter(DataIter):
+class _HoldsBatch(DataIter):
+    """A wrapper whose ``iter_next`` stores the batch to hand out in ``current_batch``."""
+
+    current_batch: DataBatch | None = None
+
+    def next(self) -> DataBatch:
+        """The current batch after advancing; ``StopIteration`` at the end of the epoch."""
+        if not self.iter_next():
+            raise StopIteration
+        return self.current_batch
+
+    def getdata(self) -> list:
+        """Data of the current batch."""
+        return self.current_batch.data
+
+    def getlabel(self) -> list:
+        """Labels of the current batch."""
+        return self.current_batch.label
+
+    def getindex(self) -> Any:
+        """Index of the current batch."""
+        return self.current_batch.index
+
+    def getpad(self) -> int:
+        """Pad of the current batch."""
+        return self.current_batch.pad
+
+
+class ResizeIter(_HoldsBatch):
     """Make an iterator yield a fixed number of batches per epoch.
 
     The inner iterator is reset and continued whenever it runs out, so an epoch of
@@ -65,28 +93,6 @@ class ResizeIter(DataIter):
         self.cur += 1
         return True
 
-    def next(self) -> DataBatch:
-        """The inner batch itself (so ``bucket_key`` and ``provide_data`` survive)."""
-        if not self.iter_next():
-            raise StopIteration
-        return self.current_batch
-
-    def getdata(self) -> list:
-        """Data of the current batch."""
-        return self.current_batch.data
-
-    def getlabel(self) -> list:
-        """Labels of the current batch."""
-        return self.current_batch.label
-
-    def getindex(self) -> Any:
-        """Index of the current batch."""
-        return self.current_batch.index
-
-    def getpad(self) -> int:
-        """Pad of the current batch."""
-        return self.current_batch.pad
-
 
 def _fetch(it: DataIter) -> DataBatch | None:
     try:
@@ -106,7 +112,7 @@ def _renamed(descs: list, renames: dict | None) -> list[DataDesc]:
     return out
 
 
-class PrefetchingIter(DataIter):
+class PrefetchingIter(_HoldsBatch):
     """Read the next batch of one or more iterators on background threads.
 
     While the caller works on batch ``k``, one thread per inner iterator already reads
@@ -205,28 +211,6 @@ class PrefetchingIter(DataIter):
             provide_data=self.provide_data, provide_label=self.provide_label)
         self._prefetch()
         return True
-
-    def next(self) -> DataBatch:
-        """The next joined batch; ``StopIteration`` at the end of the epoch."""
-        if not self.iter_next():
-            raise StopIteration
-        return self.current_batch
-
-    def getdata(self) -> list:
-        """Data of the current batch."""
-        return self.current_batch.data
-
-    def getlabel(self) -> list:
-        """Labels of the current batch."""
-        return self.current_batch.label
-
-    def getindex(self) -> Any:
-        """Index of the current batch (from the first iterator)."""
-        return self.current_batch.index
-
-    def getpad(self) -> int:
-        """Pad of the current batch."""
-        return self.current_batch.pad
 
     def close(self) -> None:
         """Wait for reads in flight and stop the background threads. Idempotent."""

@@ -66,6 +66,24 @@ def check_conv_attrs(op) -> None:
     check_layout(op.name, op.layout, nd)
 
 
+def data_batch_channels(op, data, out, weight_channels: int) -> tuple[int, int]:
+    """Batch and channel counts of a convolution-like op's input (0 where unknown).
+
+    Checks the data has batch, channel and one axis per kernel dim, and that the channels
+    split into ``op.num_group`` groups; ``weight_channels`` fills them in when data is unknown.
+    """
+    nd, g = len(op.kernel_), op.num_group
+    if data is not None and len(data) != nd + 2:
+        raise ShapeError(f"data {tuple(data)} must have {nd + 2} dims (batch, channel and "
+                         f"{nd} spatial) for kernel {op.kernel_}")
+    batch = (data[0] if data else 0) or (out[0] if out else 0)
+    chans = (data[1] if data else 0) or weight_channels
+    if chans % g:
+        raise ShapeError(f"data {tuple(data)} has {chans} channels, not a multiple of "
+                         f"num_group={g}")
+    return batch, chans
+
+
 def conv_out_size(size: int, k: int, s: int, d: int, p: int) -> int:
     """Output length of a convolution along one axis (0 when ``size`` is unknown)."""
     if not size:

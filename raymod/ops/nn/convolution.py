@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import math
 
-from ...base import AttributeValueError, ShapeError
+from ...base import AttributeValueError
 from ..base import Op
 from ._im2col import (CONV_PARAMS, batch_last, batch_major, channel_major, check_conv_attrs,
-                      col2im, cols_size, conv_out_size, grouped, im2col)
+                      col2im, cols_size, conv_out_size, data_batch_channels, grouped, im2col)
 
 # Column buffers up to this many elements are kept from forward for the weight gradient;
 # larger ones are rebuilt from the retained data in backward to bound memory.
@@ -57,14 +57,7 @@ class Convolution(Op):
     def infer_shape(self, in_shapes, out_shapes):
         nd, g, f = len(self.kernel_), self.num_group, self.num_filter
         data, weight, out = in_shapes[0], in_shapes[1], out_shapes[0]
-        if data is not None and len(data) != nd + 2:
-            raise ShapeError(f"data {tuple(data)} must have {nd + 2} dims (batch, channel and "
-                             f"{nd} spatial) for kernel {self.kernel_}")
-        batch = (data[0] if data else 0) or (out[0] if out else 0)
-        chans = (data[1] if data else 0) or (weight[1] * g if weight and weight[1] else 0)
-        if chans % g:
-            raise ShapeError(f"data {tuple(data)} has {chans} channels, not a multiple of "
-                             f"num_group={g}")
+        batch, chans = data_batch_channels(self, data, out, (weight[1] * g if weight and weight[1] else 0))
         spatial = tuple(data[2:]) if data else (0,) * nd
         if data is None and not batch and not chans:
             new_data = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ...base import AttributeValueError, ShapeError
 from ..base import Op, Param
 from ._im2col import (CONV_PARAMS, batch_last, batch_major, channel_major, check_conv_attrs,
-                      col2im, grouped, im2col, spatial_attr)
+                      col2im, data_batch_channels, grouped, im2col, spatial_attr)
 
 
 class Deconvolution(Op):
@@ -79,14 +79,7 @@ class Deconvolution(Op):
     def infer_shape(self, in_shapes, out_shapes):
         nd, g, f = len(self.kernel_), self.num_group, self.num_filter
         data, weight, out = in_shapes[0], in_shapes[1], out_shapes[0]
-        if data is not None and len(data) != nd + 2:
-            raise ShapeError(f"data {tuple(data)} must have {nd + 2} dims (batch, channel and "
-                             f"{nd} spatial) for kernel {self.kernel_}")
-        batch = (data[0] if data else 0) or (out[0] if out else 0)
-        chans = (data[1] if data else 0) or (weight[0] if weight else 0)
-        if chans % g:
-            raise ShapeError(f"data {tuple(data)} has {chans} channels, not a multiple of "
-                             f"num_group={g}")
+        batch, chans = data_batch_channels(self, data, out, (weight[0] if weight else 0))
         spatial = tuple(data[2:]) if data else (0,) * nd
         new_data = None if data is None and not batch and not chans else (batch, chans) + spatial
         shapes = [new_data, (chans, f // g) + self.kernel_] + ([] if self.no_bias else [(f,)])
