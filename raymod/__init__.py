@@ -21,5 +21,7 @@ from . import checkpoint, model, module
 from . import module as mod
 from . import ndarray_io as nd
 from .executor import Executor
+from . import cluster
+from .cluster import Workers
 
 __version__ = "0.1.0"

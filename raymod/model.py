@@ -65,6 +65,32 @@ def _create_kvstore(kvstore: Any, num_device: int, arg_params: dict) -> tuple[An
     return kv, update_on_kvstore and kv.is_capable(kvs.KVStoreBase.OPTIMIZER)
 
 
+def _create_dist_kvstore(kvstore: Any, logger: Any) -> tuple[Any, bool]:
+    """``(dist kvstore, update_on_kvstore)`` for a module on Ray workers.
+
+    The in-process names ('local', 'device', None) mean 'dist_sync' there: the workers'
+    gradients always meet on KVServers. 'dist_async' needs the optimizer on the servers.
+    """
+    _check_kvstore_arg(kvstore)
+    update_on_kvstore = bool(int(os.environ.get(UPDATE_ON_KVSTORE_ENV, "1")))
+    if isinstance(kvstore, kvs.KVStoreBase):
+        if not kvstore.type.startswith("dist"):
+            raise ValueError(f"a module on workers needs a dist kvstore, got type "
+                             f"{kvstore.type!r}")
+        kv = kvstore
+    else:
+        name = kvstore.lower() if isinstance(kvstore, str) else "dist_sync"
+        if not name.startswith("dist"):
+            logger.info("kvstore %r: workers aggregate through KVServers, using 'dist_sync'",
+                        kvstore)
+            name = "dist_sync"
+        kv = kvs.create(name)
+    if kv.type == "dist_async" and not update_on_kvstore:
+        raise ValueError(f"dist_async needs the optimizer on the servers, but "
+                         f"{UPDATE_ON_KVSTORE_ENV}=0")
+    return kv, update_on_kvstore
+
+
 def _initialize_kvstore(kvstore: Any, param_arrays: Sequence[list], arg_params: dict,
                         param_names: Sequence[str], update_on_kvstore: bool) -> None:
     """Put each parameter into the kvstore; with update_on_kvstore also copy it to devices."""

@@ -20,3 +20,20 @@ def ctx(request):
 def rng():
     """A seeded numpy generator for test data."""
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One loopback-only local Ray cluster for the whole test session (raymod's helper)."""
+    info = rm.cluster.init(num_cpus=8)
+    yield info
+    rm.cluster.shutdown()
+
+
+@pytest.fixture
+def close_modules():
+    """Collects modules on workers and stops their actors after the test (frees CPU slots)."""
+    modules = []
+    yield modules.append
+    for mod in modules:
+        mod.close()

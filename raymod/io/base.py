@@ -106,6 +106,9 @@ class DataBatch:
         self.bucket_key = bucket_key
         self.provide_data = provide_data
         self.provide_label = provide_label
+        #: the RowSource ``index`` refers to, when set by its iterator (Ray workers then
+        #: read the rows themselves instead of receiving them)
+        self.source = None
 
     def __str__(self) -> str:
         data_shapes = [d.shape for d in self.data] if self.data is not None else None

@@ -218,8 +218,10 @@ class RowIter(DataIter, RowSource):
         if not self.iter_next():
             raise StopIteration
         data, label = self._current()
-        return DataBatch(data=data, label=label, pad=self._pad, index=self._rows,
-                         provide_data=self.provide_data, provide_label=self.provide_label)
+        batch = DataBatch(data=data, label=label, pad=self._pad, index=self._rows,
+                          provide_data=self.provide_data, provide_label=self.provide_label)
+        batch.source = self  # lets Ray workers read these rows themselves
+        return batch
 
     def _current(self) -> tuple[list, list]:
         if self._rows is None:

@@ -153,6 +153,15 @@ class KVStoreBase:
             grouped.setdefault(k, []).append(v)
         return grouped
 
+    def _one_value_each(self, key: Any, value: Any) -> dict:
+        """Key -> its single init value; MXNetError for a key given several."""
+        grouped = self._grouped(key, value, "init")
+        for k, vals in grouped.items():
+            if len(vals) != 1:
+                raise MXNetError(f"init: key {k!r} got {len(vals)} values; init takes one "
+                                 "value per key")
+        return {k: vals[0] for k, vals in grouped.items()}
+
     def _check_keys(self, key: Any, what: str) -> None:
         """Enforce the store's key type for ``key`` (one key or a list), without values."""
         keys = key if isinstance(key, (list, tuple)) else [key]

@@ -116,14 +116,11 @@ class LocalKVStore(KVStoreBase):
         MXNetError
             If a key is already initialised, or given more than one value.
         """
-        grouped = self._grouped(key, value, "init")
-        for k, vals in grouped.items():
-            if len(vals) != 1:
-                raise MXNetError(f"init: key {k!r} got {len(vals)} values; init takes one "
-                                 "value per key")
+        values = self._one_value_each(key, value)
+        for k in values:
             if k in self._store:
                 raise MXNetError(f"init: key {k!r} is already initialized")
-        for k, (v,) in grouped.items():
+        for k, v in values.items():
             self._store[k] = self._owned(v)
 
     def push(self, key: Any, value: Any, priority: int = 0) -> None:

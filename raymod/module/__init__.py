@@ -4,7 +4,8 @@ A module binds a symbol to devices and trains it: ``bind``, ``init_params``,
 ``init_optimizer``, then ``forward``/``backward``/``update``, or all of it through ``fit``.
 """
 from .base_module import BaseModule
+from .bucketing_module import BucketingModule
 from .lifecycle import Stage, StageError
 from .module import Module
 
-__all__ = ["BaseModule", "Module", "Stage", "StageError"]
+__all__ = ["BaseModule", "BucketingModule", "Module", "Stage", "StageError"]

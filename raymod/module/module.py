@@ -21,9 +21,10 @@ from ..base import MXNetError
 from ..context import Context, as_numpy, cpu
 from ..initializer import InitDesc, Uniform
 from ..io import DataDesc
-from ..model import (_check_kvstore_arg, _create_kvstore, _initialize_kvstore, _update_params,
-                     _update_params_on_kvstore)
+from ..model import (_check_kvstore_arg, _create_dist_kvstore, _create_kvstore,
+                     _initialize_kvstore, _update_params, _update_params_on_kvstore)
 from ..ndarray_io import atomic_write
+from ..cluster.workers import Workers
 from ..parallel import DataParallelExecutorGroup
 from ..symbol import Symbol
 from .base_module import BaseModule, _check_optimizer_arg
@@ -120,6 +121,13 @@ class Module(BaseModule):
         every node of an executor on its device.
     compression_params : dict, optional
         Gradient compression for the kvstore, e.g. ``{'type': '2bit', 'threshold': 0.5}``.
+    workers : int, str, Workers or None, default None
+        Where the executors run (raymod's one addition to MXNet's arguments). None: in this
+        process, over ``context``. An int N, ``'MIN:MAX'`` or ``rm.Workers(...)``: on Ray
+        worker actors (started on the cluster of ``rm.cluster.init()``), each owning an
+        executor group over its own devices; the iterator's batch is the global batch,
+        cut into slices over the workers, and the kvstore becomes a dist one
+        (``'dist_sync'`` unless ``'dist_async'`` is asked for).
 
     Examples
     --------
@@ -134,8 +142,9 @@ class Module(BaseModule):
                  context: Any = cpu(), work_load_list: Sequence[float] | None = None,
                  fixed_param_names: Sequence[str] | None = None,
                  state_names: Sequence[str] | None = None, group2ctxs: Any = None,
-                 compression_params: dict | None = None):
+                 compression_params: dict | None = None, workers: Any = None):
         super().__init__(logger=logger)
+        self._workers = Workers.coerce(workers)
         if not isinstance(symbol, Symbol):
             raise TypeError(f"symbol must be a Symbol, got {type(symbol).__name__}")
         contexts = [context] if isinstance(context, Context) else list(context)
@@ -176,6 +185,23 @@ class Module(BaseModule):
         self._exec_group: DataParallelExecutorGroup | None = None
         self._data_shapes: list | None = None
         self._label_shapes: list | None = None
+        self._pool = None
+
+    @property
+    def _remote(self) -> bool:
+        """Whether the executors run on Ray worker actors."""
+        return self._workers is not None
+
+    def close(self) -> None:
+        """Stop this module's Ray worker actors (raymod addition; a no-op in process).
+
+        The module must be bound again before further use.
+        """
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+            self._exec_group = None
+            self._stage = Stage.PARAMS_LOADED if self._stage.params_initialized else Stage.CREATED
 
     @staticmethod
     def load(prefix: str, epoch: int, load_optimizer_states: bool = False,
@@ -428,13 +454,33 @@ class Module(BaseModule):
             self._check_param_names(self._arg_params, self._aux_params, False, False)
             if self.binded and self._params_dirty:
                 self._sync_params_from_devices()
-        group = DataParallelExecutorGroup(
-            self._symbol, self._context, self._work_load_list, data_descs, label_descs,
-            self._param_names, for_training, inputs_need_grad, shared_group,
-            logger=self.logger, fixed_param_names=self._fixed_param_names, grad_req=grad_req,
-            state_names=self._state_names, group2ctxs=self._group2ctxs)
+        if self._remote:
+            group = self._remote_group(data_descs, label_descs, for_training, inputs_need_grad,
+                                       shared_module, grad_req)
+        else:
+            group = DataParallelExecutorGroup(
+                self._symbol, self._context, self._work_load_list, data_descs, label_descs,
+                self._param_names, for_training, inputs_need_grad, shared_group,
+                logger=self.logger, fixed_param_names=self._fixed_param_names,
+                grad_req=grad_req, state_names=self._state_names, group2ctxs=self._group2ctxs)
         self._commit_bind(group, data_descs, label_descs, for_training, inputs_need_grad,
                           grad_req, shared_module)
+
+    def _remote_group(self, data_descs: list, label_descs: list | None, for_training: bool,
+                      inputs_need_grad: bool, shared_module: "Module | None",
+                      grad_req: Any) -> Any:
+        """A RayExecutorGroup on this module's worker pool (or the shared module's)."""
+        from ..cluster.pool import WorkerPool
+        from ..cluster.remote_group import RayExecutorGroup
+        if shared_module is not None:
+            self._pool = shared_module._pool
+        elif self._pool is None:
+            self._pool = WorkerPool(self._workers, logger=None)
+        return RayExecutorGroup(
+            self._symbol, self._pool, data_descs, label_descs, self._param_names, for_training,
+            inputs_need_grad, None if shared_module is None else shared_module._exec_group,
+            logger=self.logger, fixed_param_names=self._fixed_param_names, grad_req=grad_req,
+            state_names=self._state_names)
 
     def _bindable_labels(self, label_descs: list | None) -> list | None:
         """Label descriptors of labels the symbol takes (others are dropped, after a warning)."""
@@ -450,6 +496,11 @@ class Module(BaseModule):
         if not isinstance(shared_module, Module):
             raise TypeError(f"shared_module must be a Module, got {type(shared_module).__name__}")
         shared_module._require(Stage.PARAMS_READY, "sharing it with bind(shared_module=...)")
+        if shared_module._remote != self._remote:
+            raise ValueError("shared_module must run where this module runs (both on "
+                             "workers or both in process)")
+        if self._remote:
+            return shared_module._exec_group
         if len(shared_module._exec_group.execs) < len(self._context):
             raise ValueError("shared_module runs on fewer devices than this module")
         return shared_module._exec_group
@@ -531,10 +582,13 @@ class Module(BaseModule):
         _check_optimizer_arg(optimizer)
         if self._params_dirty:
             self._sync_params_from_devices()
-        kv, update_on_kvstore = _create_kvstore(kvstore, len(self._context), self._arg_params)
+        if self._remote:
+            kv, update_on_kvstore = _create_dist_kvstore(kvstore, self.logger)
+        else:
+            kv, update_on_kvstore = _create_kvstore(kvstore, len(self._context), self._arg_params)
         batch_size = self._exec_group.batch_size
-        if kv is not None and "dist" in kv.type and "_sync" in kv.type:
-            batch_size *= kv.num_workers
+        if not self._remote and kv is not None and "dist" in kv.type and "_sync" in kv.type:
+            batch_size *= kv.num_workers  # MXNet: each worker process binds its own batch
         optimizer = self._make_optimizer(optimizer, optimizer_params, update_on_kvstore,
                                          1.0 / batch_size)
         self._optimizer, self._kvstore = optimizer, kv
@@ -546,6 +600,8 @@ class Module(BaseModule):
                 kv.set_optimizer(optimizer)
             _initialize_kvstore(kv, self._exec_group.param_arrays, self._arg_params,
                                 self._param_names, update_on_kvstore)
+        if self._remote:
+            self._exec_group.attach_kvstore(kv, update_on_kvstore, optimizer)
         if not update_on_kvstore:
             self._updater = opt.get_updater(optimizer)
         self._stage = self._stage.after_optimizer()
@@ -567,7 +623,7 @@ class Module(BaseModule):
         if update_on_kvstore:
             idx2name = dict(enumerate(names))
         else:
-            n = len(self._context)
+            n = self._exec_group.num_device
             idx2name = {i * n + k: name for i, name in enumerate(names) for k in range(n)}
         params = dict(optimizer_params)
         params.setdefault("rescale_grad", rescale_grad)
@@ -598,7 +654,9 @@ class Module(BaseModule):
             Output path (written atomically).
         """
         self._require(Stage.OPTIMIZER_READY, "save_optimizer_states")
-        if self._update_on_kvstore:
+        if self._remote and not self._update_on_kvstore:
+            atomic_write(fname, self._exec_group.get_updater_states())
+        elif self._update_on_kvstore:
             _write_via_temp(fname, self._kvstore.save_optimizer_states)
         else:
             atomic_write(fname, self._updater.get_states())
@@ -612,7 +670,10 @@ class Module(BaseModule):
             Path of the file.
         """
         self._require(Stage.OPTIMIZER_READY, "load_optimizer_states")
-        if self._update_on_kvstore:
+        if self._remote and not self._update_on_kvstore:
+            with open(fname, "rb") as f:
+                self._exec_group.set_updater_states(f.read())
+        elif self._update_on_kvstore:
             self._kvstore.load_optimizer_states(fname)
         else:
             with open(fname, "rb") as f:
@@ -690,13 +751,27 @@ class Module(BaseModule):
         self._require(Stage.OPTIMIZER_READY, "update")
         self._params_dirty = True
         group = self._exec_group
-        if self._update_on_kvstore:
+        if self._remote:
+            group.update()
+        elif self._update_on_kvstore:
             _update_params_on_kvstore(group.param_arrays, group.grad_arrays, self._kvstore,
                                       group.param_names)
         else:
             _update_params(group.param_arrays, group.grad_arrays, updater=self._updater,
                            num_device=len(self._context), kvstore=self._kvstore,
                            param_names=group.param_names)
+
+    def _fit_batch(self, data_batch: Any, eval_metric: Any) -> None:
+        """On workers, the whole step is one call per worker (see ``RayExecutorGroup``)."""
+        if not self._remote:
+            super()._fit_batch(data_batch, eval_metric)
+            return
+        self._require(Stage.OPTIMIZER_READY, "fit")
+        data = list(data_batch.data)
+        if tuple(tuple(a.shape) for a in data) != tuple(d.shape for d in self._data_shapes):
+            self.reshape(*self._shapes_of(data_batch, data))
+        self._params_dirty = True
+        self._exec_group.train_step(data_batch, eval_metric)
 
     def get_outputs(self, merge_multi_context: bool = True) -> list:
         """Outputs of the last forward pass.

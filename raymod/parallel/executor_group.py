@@ -81,6 +81,11 @@ class DataParallelExecutorGroup:
         self.slices: list[slice] = []
         self.bind_exec(data_shapes, label_shapes, shared_group)
 
+    @property
+    def num_device(self) -> int:
+        """Devices of this group (the optimizer's per-device index stride)."""
+        return len(self.contexts)
+
     # --- binding ------------------------------------------------------------------------------
     def _grad_reqs(self, data_names: list[str]) -> dict[str, str]:
         if not self.for_training:

@@ -53,12 +53,6 @@ def test_unknown_type_lists_known_types():
         kv.create(3)
 
 
-@pytest.mark.parametrize("name", ["dist_sync", "dist_async", "dist_device_sync"])
-def test_dist_types_need_the_ray_backend(name):
-    with pytest.raises(MXNetError, match=r"Ray backend \(raymod.kvstore.dist\)"):
-        kv.create(name)
-
-
 def test_a_later_module_can_register_dist_types(monkeypatch):
     class FakeDist(kv.KVStoreBase):
         def __init__(self, mode):

@@ -1,0 +1,80 @@
+"""Starting or joining the Ray cluster raymod runs on.
+
+``init()`` with no address starts a single-node cluster bound to loopback only (nothing
+listens on the machine's network address), which is what tests and laptop runs want.
+``init(address='auto')`` joins the cluster of ``ray submit`` / ``ray job submit``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+__all__ = ["init", "shutdown", "is_initialized"]
+
+_LOG = logging.getLogger(__name__)
+_LOOPBACK = "127.0.0.1"
+
+
+def is_initialized() -> bool:
+    """Whether this process is connected to a Ray cluster."""
+    import ray
+    return ray.is_initialized()
+
+
+def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int | None = None,
+         **ray_kwargs: Any) -> dict:
+    """Connect to Ray: start a loopback-only local cluster, or join an existing one.
+
+    Calling it again while connected does nothing and returns the same information.
+
+    Parameters
+    ----------
+    address : str, optional
+        None starts a local single-node cluster bound to 127.0.0.1. ``'auto'`` (or a
+        ``host:port``) joins a running cluster, e.g. inside ``ray submit``.
+    num_cpus, num_gpus : int, optional
+        Resources of the local cluster (default: what the machine has). Ignored when
+        joining.
+    **ray_kwargs
+        Passed to ``ray.init``.
+
+    Returns
+    -------
+    dict
+        ``address`` (the GCS address), ``resources`` (the cluster's total resources) and
+        ``local`` (whether this call's cluster is the loopback one).
+
+    Examples
+    --------
+    >>> info = rm.cluster.init(num_cpus=4)
+    >>> mod = rm.mod.Module(net, workers=2)
+    """
+    local = address is None
+    if local:
+        # Ray reads this when imported: with it off, a single-node cluster uses loopback
+        # for every service (the variable's name is historical)
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    import ray
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
+        kwargs.update(ray_kwargs)
+        if local:
+            from ray._private import ray_constants
+            ray_constants.ENABLE_RAY_CLUSTER = False  # in case ray was imported earlier
+            kwargs.setdefault("include_dashboard", False)
+            ray.init(num_cpus=num_cpus, num_gpus=num_gpus, _node_ip_address=_LOOPBACK,
+                     **kwargs)
+        else:
+            ray.init(address=address, **kwargs)
+        _LOG.info("Ray %s cluster at %s", "local" if local else "joined",
+                  ray.get_runtime_context().gcs_address)
+    return {"address": ray.get_runtime_context().gcs_address,
+            "resources": ray.cluster_resources(), "local": local}
+
+
+def shutdown() -> None:
+    """Disconnect from Ray (and stop the local cluster if this process started it)."""
+    import ray
+    if ray.is_initialized():
+        ray.shutdown()

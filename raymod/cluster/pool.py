@@ -1,0 +1,183 @@
+"""``WorkerPool``: the live worker actors of one module, and who joined or left when.
+
+The pool starts up to ``max_workers`` actors at once (Ray queues those it cannot place yet,
+which on a real cluster is what asks the autoscaler for nodes), waits for ``min_workers``
+of them, and admits the others whenever :meth:`poll` finds them started: at a step boundary.
+Set-up calls made through :meth:`broadcast` are recorded and replayed on every joiner, so a
+worker that arrives late is configured exactly like the first ones.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ..base import MXNetError
+from .worker import Worker
+from .workers import Workers
+
+__all__ = ["WorkerPool", "WorkersUnavailable"]
+
+
+class WorkersUnavailable(MXNetError):
+    """Fewer workers than ``min_workers`` could be started or are still alive."""
+
+
+class WorkerPool:
+    """Ray actors running :class:`~raymod.cluster.worker.Worker`, by rank.
+
+    Parameters
+    ----------
+    spec : Workers
+        How many actors and what each gets.
+    logger : Logger, optional
+        Where membership changes are logged.
+    """
+
+    def __init__(self, spec: Workers, logger: Any = None):
+        from . import local
+        local.init()
+        import ray
+        self._ray = ray
+        self.spec = spec
+        self.logger = logger or logging.getLogger(__name__)
+        self._actor = ray.remote(Worker)
+        self.workers: dict[int, Any] = {}
+        self.info: dict[int, dict] = {}
+        self._starting: dict[Any, tuple[int, Any]] = {}
+        self._next_rank = 0
+        self._setup: dict[Any, tuple[str, tuple]] = {}
+        self._sources: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._source_ids = 0
+        self.events: list[dict] = []
+        for _ in range(spec.max_workers):
+            self._spawn()
+        self.wait_for(spec.min_workers, spec.start_timeout)
+
+    # ---- membership ---------------------------------------------------------------------------
+    def _spawn(self) -> None:
+        rank = self._next_rank
+        self._next_rank += 1
+        handle = self._actor.options(**self.spec.actor_options()).remote(
+            rank, self.spec.gpus_per_worker)
+        self._starting[handle.ready.remote()] = (rank, handle)
+
+    def wait_for(self, count: int, timeout: float) -> None:
+        """Block until ``count`` workers are alive, or raise :class:`WorkersUnavailable`."""
+        deadline = time.monotonic() + timeout
+        while len(self.workers) < count:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self._starting:
+                raise WorkersUnavailable(self._shortage(count))
+            ready, _ = self._ray.wait(list(self._starting), num_returns=1, timeout=left)
+            for ref in ready:
+                self._admit(ref)
+        self.poll()
+
+    def _shortage(self, count: int) -> str:
+        want = {"CPU": self.spec.cpus_per_worker, "GPU": self.spec.gpus_per_worker,
+                **(self.spec.resources or {})}
+        avail = self._ray.available_resources()
+        return (f"only {len(self.workers)} of the {count} workers needed are running; each "
+                f"wants {{{', '.join(f'{k}: {v}' for k, v in want.items() if v)}}}, the "
+                f"cluster has available {{{', '.join(f'{k}: {avail.get(k, 0):g}' for k in want)}}}"
+                f" (total {self._ray.cluster_resources()})")
+
+    def poll(self) -> list[int]:
+        """Admit workers that have started since the last look; returns their ranks."""
+        if not self._starting:
+            return []
+        ready, _ = self._ray.wait(list(self._starting), num_returns=len(self._starting),
+                                  timeout=0)
+        return [rank for rank in (self._admit(ref) for ref in ready) if rank is not None]
+
+    def _admit(self, ref: Any) -> int | None:
+        rank, handle = self._starting.pop(ref)
+        t0 = time.perf_counter()
+        try:
+            info = self._ray.get(ref)
+            for method, args in self._setup.values():
+                self._ray.get(getattr(handle, method).remote(*args))
+        except self._ray.exceptions.RayActorError as err:
+            self._event("start_failed", rank, error=str(err))
+            return None
+        self.workers[rank], self.info[rank] = handle, info
+        self._event("join", rank, setup_s=time.perf_counter() - t0, pid=info["pid"])
+        return rank
+
+    def lost(self, rank: int, error: Any) -> None:
+        """Forget a worker that died (its actor error was seen by a caller)."""
+        if self.workers.pop(rank, None) is not None:
+            self._event("lost", rank, error=f"{type(error).__name__}: {error}")
+
+    def remove(self, rank: int) -> None:
+        """Stop one worker gracefully (between steps)."""
+        handle = self.workers.pop(rank, None)
+        if handle is not None:
+            self._ray.kill(handle, no_restart=True)
+            self._event("leave", rank)
+
+    def shutdown(self) -> None:
+        """Stop every worker actor."""
+        for handle in list(self.workers.values()) + [h for _, h in self._starting.values()]:
+            self._ray.kill(handle, no_restart=True)
+        self.workers.clear()
+        self._starting.clear()
+
+    def _event(self, kind: str, rank: int, **extra: Any) -> None:
+        event = {"event": kind, "rank": rank, "time": time.time(), "workers": len(self.workers),
+                 **extra}
+        self.events.append(event)
+        self.logger.info("workers: %s rank %d (%d alive) %s", kind, rank, len(self.workers),
+                         {k: v for k, v in extra.items() if k != "pid"})
+
+    @property
+    def ranks(self) -> list[int]:
+        """Ranks of the live workers, ascending."""
+        return sorted(self.workers)
+
+    def __len__(self) -> int:
+        return len(self.workers)
+
+    # ---- calls ----------------------------------------------------------------------------------
+    def broadcast(self, method: str, *args: Any, key: Any = None) -> dict[int, Any]:
+        """Call ``method`` on every live worker and record it for joiners.
+
+        A later broadcast with the same ``key`` replaces the recorded one (e.g. the latest
+        ``set_params``), so the log does not grow with every epoch.
+        """
+        key = (method, len(self._setup)) if key is None else key
+        self._setup.pop(key, None)  # re-inserted last: replayed after what it depends on
+        self._setup[key] = (method, args)
+        return self.call_all(method, *args)
+
+    def call_all(self, method: str, *args: Any) -> dict[int, Any]:
+        """Call ``method`` on every live worker; dead ones are dropped from the pool."""
+        refs = {rank: getattr(h, method).remote(*args) for rank, h in self.workers.items()}
+        return self.gather(refs)
+
+    def gather(self, refs: dict[int, Any]) -> dict[int, Any]:
+        """Results of per-rank calls; a worker whose actor died is dropped and left out."""
+        out = {}
+        for rank, ref in refs.items():
+            try:
+                out[rank] = self._ray.get(ref)
+            except self._ray.exceptions.RayActorError as err:
+                self.lost(rank, err)
+        if len(self.workers) < self.spec.min_workers:
+            raise WorkersUnavailable(f"{len(self.workers)} workers left, fewer than "
+                                     f"min_workers={self.spec.min_workers}")
+        return out
+
+    def source(self, src: Any) -> tuple[int, list]:
+        """``(id, [ref])`` of a row source's arrays, put in the object store once."""
+        entry = self._sources.get(src)
+        if entry is None:
+            data, label = src.take(np.arange(src.num_rows))
+            self._source_ids += 1
+            entry = (self._source_ids, [self._ray.put((list(data), list(label)))])
+            self._sources[src] = entry
+        return entry

@@ -1,0 +1,465 @@
+"""``RayExecutorGroup``: the executor-group interface of a Module, run on Ray worker actors.
+
+It offers what :class:`~raymod.parallel.DataParallelExecutorGroup` offers a Module (bind
+shapes, parameters, forward, backward, outputs, metrics), plus the step protocol:
+
+- a step's global batch is cut into a fixed number of slices (``Workers.num_slices``), not
+  one per live worker, so the gradient sum and therefore the trajectory do not depend on
+  membership; slices are handed out to the live workers in contiguous runs;
+- :meth:`train_step` is the whole step in one call per worker (forward, backward, push to
+  the KVServers, metric); the driver then closes the step on the servers and keeps the refs
+  of the new weights, which it hands to the workers with their next step;
+- a worker that dies mid-step has its slices recomputed by the others; the servers keep one
+  contribution per ``(step, slice)``.
+
+Data from a row source (``NDArrayIter``, ``ArrowIter``) goes to the object store once and
+workers receive row ids; other batches are sliced and sent by value.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from ..base import MXNetError
+from ..context import as_numpy
+from ..io import DataDesc
+from ..parallel.executor_group import _desc
+from ..parallel.slicing import batch_axis, split_input_slice, take_slice
+from ..symbol import Symbol
+from .pool import WorkerPool
+
+__all__ = ["RayExecutorGroup"]
+
+_GROUP_IDS = itertools.count(1)
+#: how many times a step's slices are re-dispatched after worker losses before giving up
+MAX_STEP_ATTEMPTS = 8
+
+
+class StepTimings:
+    """Where the fused steps' time went: driver wall time and the workers' phases."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.wall = 0.0
+        self.phases: dict[str, float] = {}
+
+    def add(self, wall: float, slice_results: Any) -> None:
+        self.steps += 1
+        self.wall += wall
+        seen = set()
+        for r in slice_results:  # one entry per worker, not per slice
+            if r["rank"] in seen:
+                continue
+            seen.add(r["rank"])
+            for phase, sec in r["seconds"].items():
+                self.phases[phase] = self.phases.get(phase, 0.0) + sec
+
+    def summary(self) -> dict:
+        """Mean milliseconds per step: wall, and each worker phase summed over workers."""
+        n = max(self.steps, 1)
+        return {"steps": self.steps, "wall_ms": 1e3 * self.wall / n,
+                **{f"{k}_ms": 1e3 * v / n for k, v in self.phases.items()}}
+
+
+class _StepState:
+    """What every bucket's group of one module shares: step counter, kvstore, weights."""
+
+    def __init__(self) -> None:
+        self.step = 0
+        self.kv = None
+        self.update_on_kvstore = True
+        self.weights: tuple | None = None   # (version, refs) the workers must read next
+        self.timings = StepTimings()
+
+
+class RayExecutorGroup:
+    """A network bound on every worker of a :class:`WorkerPool`.
+
+    Parameters
+    ----------
+    symbol : Symbol
+        The network.
+    pool : WorkerPool
+        The worker actors.
+    data_shapes, label_shapes : list of DataDesc or (name, shape)
+        Shapes of the whole (global) batch.
+    param_names : list of str
+        Trainable arguments.
+    for_training, inputs_need_grad : bool
+        As for DataParallelExecutorGroup.
+    shared_group : RayExecutorGroup, optional
+        Share parameters (and step state) with this group: bucketing.
+    fixed_param_names, grad_req, state_names
+        As for DataParallelExecutorGroup.
+    """
+
+    def __init__(self, symbol: Symbol, pool: WorkerPool, data_shapes: Any, label_shapes: Any,
+                 param_names: list, for_training: bool, inputs_need_grad: bool,
+                 shared_group: "RayExecutorGroup | None" = None, logger: Any = logging,
+                 fixed_param_names: list | None = None, grad_req: Any = "write",
+                 state_names: list | None = None):
+        self.symbol, self.pool, self.logger = symbol, pool, logger
+        self.param_names = list(param_names)
+        self.aux_names = symbol.list_auxiliary_states()
+        self.output_names = symbol.list_outputs()
+        self.output_layouts = [batch_axis(symbol[n].attr("__layout__")) for n in self.output_names]
+        self.for_training, self.inputs_need_grad = for_training, inputs_need_grad
+        self.fixed_param_names = list(fixed_param_names or [])
+        self.state_names = list(state_names or [])
+        self.grad_req = grad_req
+        self.state = shared_group.state if shared_group is not None else _StepState()
+        self.group_id = next(_GROUP_IDS)
+        self.num_device = max(1, pool.spec.gpus_per_worker)
+        self.execs: list = []  # no executors in this process
+        self.grad_arrays: list = []
+        self._last: list | None = None
+        self._bind(data_shapes, label_shapes)
+
+    # ---- binding ------------------------------------------------------------------------------
+    def _bind(self, data_shapes: Any, label_shapes: Any) -> None:
+        data = [DataDesc(n, s, t, l) for n, s, t, l in map(_desc, data_shapes)]
+        label = [DataDesc(n, s, t, l) for n, s, t, l in map(_desc, label_shapes or [])]
+        args = self.symbol.list_arguments()
+        missing = [d.name for d in data + label if d.name not in args]
+        if missing:
+            raise MXNetError(f"inputs {missing} are not arguments of the symbol; "
+                             f"arguments: {', '.join(args)}")
+        sizes = {d.shape[batch_axis(d.layout)] for d in data if batch_axis(d.layout) >= 0}
+        if len(sizes) != 1:
+            raise MXNetError(f"data inputs disagree on the batch size: {sorted(sizes)}")
+        self.batch_size = sizes.pop()
+        shapes = {d.name: d.shape for d in data + label}
+        types = {d.name: d.dtype for d in data + label}
+        arg_shapes, out_shapes, aux_shapes = self.symbol.infer_shape(**shapes)
+        arg_types, _, aux_types = self.symbol.infer_type(**types)
+        if arg_shapes is None:
+            raise MXNetError(f"cannot infer the network's shapes from {shapes}")
+        by_name = dict(zip(args, zip(arg_shapes, arg_types)))
+        self.param_arrays = [[np.zeros(by_name[n][0], by_name[n][1])] for n in self.param_names]
+        self.aux_arrays = [[np.zeros(s, t)] for s, t in zip(aux_shapes, aux_types)]
+        self.data_shapes, self.label_shapes = data, label or None
+        self.data_names, self.label_names = [d.name for d in data], [d.name for d in label]
+        self._out_shapes = list(zip(self.output_names, map(tuple, out_shapes)))
+        self._total_exec_bytes = sum(a[0].nbytes for a in self.param_arrays + self.aux_arrays)
+        first = self.slices(self.pool.spec.slices)[0]
+        spec = {"symbol": self.symbol.tojson(), "param_names": self.param_names,
+                "data": [self._sliced(d, first) for d in data],
+                "label": [self._sliced(d, first) for d in label],
+                "for_training": self.for_training, "inputs_need_grad": self.inputs_need_grad,
+                "fixed_param_names": self.fixed_param_names, "grad_req": self.grad_req,
+                "state_names": self.state_names}
+        self.pool.broadcast("define", self.group_id, spec, key=("define", self.group_id))
+
+    @staticmethod
+    def _sliced(desc: DataDesc, s: slice) -> DataDesc:
+        axis = batch_axis(desc.layout)
+        shape = tuple(s.stop - s.start if k == axis else n for k, n in enumerate(desc.shape))
+        return DataDesc(desc.name, shape, desc.dtype, desc.layout)
+
+    def slices(self, count: int) -> list[slice]:
+        """The batch cut into ``count`` slices (fewer if the batch is smaller)."""
+        return split_input_slice(self.batch_size, [1] * max(1, min(count, self.batch_size)))
+
+    def reshape(self, data_shapes: Any, label_shapes: Any) -> None:
+        """New whole-batch shapes; workers bind the matching slice shapes on first use."""
+        self._bind(data_shapes, label_shapes)
+
+    def get_output_shapes(self) -> list[tuple[str, tuple]]:
+        """(name, whole-batch shape) of each output."""
+        return list(self._out_shapes)
+
+    # ---- parameters ---------------------------------------------------------------------------
+    def set_params(self, arg_params: dict, aux_params: dict, allow_extra: bool = False) -> None:
+        """Send values to every worker (one object-store copy) and to the kvstore servers."""
+        args = {n: as_numpy(arg_params[n]) for n in self.param_names if n in arg_params}
+        aux = {n: as_numpy(aux_params[n]) for n in self.aux_names if n in aux_params}
+        ref = self.pool._ray.put((args, aux))
+        self.pool.broadcast("set_params_ref", [ref], key="set_params")
+        st = self.state
+        if st.kv is not None and st.update_on_kvstore and args:
+            st.kv.init(list(args), list(args.values()))
+            st.weights = None  # workers now hold these values already
+
+    def get_params(self, arg_params: dict, aux_params: dict) -> None:
+        """Parameters from the servers (or a worker), auxiliary states averaged over workers."""
+        st = self.state
+        if st.weights is not None and not st.update_on_kvstore:
+            self.pool.call_all("refresh", st.weights)
+        per_worker = self.pool.call_all("get_params")
+        first = per_worker[min(per_worker)]
+        args = first[0]
+        if st.kv is not None and st.update_on_kvstore:
+            args = st.kv.read_all()
+        for name in self.param_names:
+            _store(arg_params, name, args[name])
+        for name in self.aux_names:
+            values = [w[1][name] for w in per_worker.values()]
+            _store(aux_params, name, np.mean(values, axis=0).astype(values[0].dtype)
+                   if len(values) > 1 else values[0])
+
+    # ---- kvstore ------------------------------------------------------------------------------
+    def attach_kvstore(self, kv: Any, update_on_kvstore: bool, local_optimizer: Any) -> None:
+        """Connect every worker to ``kv``'s servers (after its keys are initialised).
+
+        With ``update_on_kvstore`` the servers run the optimizer and publish weights;
+        otherwise they publish summed gradients and each worker applies
+        ``local_optimizer`` itself.
+        """
+        st = self.state
+        st.kv, st.update_on_kvstore, st.weights = kv, update_on_kvstore, None
+        kv.num_workers_attached = len(self.pool)
+        self.pool.broadcast("connect", kv.layout, kv.servers, kv.compression_threshold,
+                            None if update_on_kvstore else local_optimizer, key="connect")
+
+    def get_updater_states(self) -> bytes:
+        """The workers' local optimizer states (identical on every worker): the first's."""
+        self.pool.call_all("refresh", self.state.weights)
+        states = self.pool.call_all("updater_states")
+        return states[min(states)]
+
+    def set_updater_states(self, blob: bytes) -> None:
+        """Load local optimizer states on every worker."""
+        self.pool.broadcast("set_updater_states", blob, key="updater_states")
+
+    # ---- the fused step -----------------------------------------------------------------------
+    def train_step(self, batch: Any, metric: Any = None) -> None:
+        """One training step on the workers: forward, backward, push, update, metric."""
+        st = self.state
+        if st.kv is None:
+            raise MXNetError("train_step needs init_optimizer first (no kvstore attached)")
+        self.pool.poll()
+        tasks = self._tasks(batch, self.slices(self.pool.spec.slices), labels=True)
+        step, weights = st.step, st.weights
+        t0 = time.perf_counter()
+        results, published = self._dispatch(
+            tasks, lambda ts: ("run_step", step, ts, weights, metric))
+        self._finish(step, [t["slice"] for t in tasks], published)
+        st.timings.add(time.perf_counter() - t0, results.values())
+        if metric is not None:
+            _merge_metric(metric, [results[t["slice"]]["metric"] for t in tasks])
+
+    def _finish(self, step: int, slice_ids: list[int], published: dict) -> None:
+        """Record the step's new weights (refs the completing pushes returned, or asked for)."""
+        st = self.state
+        if st.kv.mode == "sync":
+            if len(published) == len(st.kv.servers):
+                st.kv.set_published([published[s] for s in range(len(st.kv.servers))])
+            else:  # the worker that completed a shard died before answering
+                st.kv.finish_step(step, slice_ids)
+            st.weights = st.kv.weights()
+        else:
+            st.weights = ("latest", None)
+        st.step += 1
+
+    def _dispatch(self, tasks: list[dict], call: Callable) -> tuple[dict, dict]:
+        """Run ``tasks`` on the live workers; slices of a worker that dies are re-run by others.
+
+        ``call(tasks_of_one_worker)`` gives ``(method, *args)``. Returns ``(per slice:
+        {'metric': state, 'seconds': the worker's phase timings}, {shard: published ref})``.
+        """
+        num = len(tasks)
+        for t in tasks:
+            t["num_slices"] = num
+        pending, results, published = list(tasks), {}, {}
+        for _ in range(MAX_STEP_ATTEMPTS):
+            if not pending:
+                return results, published
+            refs = {}
+            for rank, chunk in self._assign(pending).items():
+                method, *args = call(chunk)
+                refs[rank] = (getattr(self.pool.workers[rank], method).remote(*args), chunk)
+            pending = []
+            for rank, (ref, chunk) in refs.items():
+                try:
+                    out = self.pool._ray.get(ref)
+                except self.pool._ray.exceptions.RayActorError as err:
+                    self.pool.lost(rank, err)
+                    pending.extend(chunk)
+                    continue
+                published.update(out.get("published", {}))
+                for t in chunk:
+                    results[t["slice"]] = {"metric": out["metrics"].get(t["slice"]),
+                                           "seconds": out["seconds"], "rank": rank}
+            if pending and len(self.pool) < self.pool.spec.min_workers:
+                self.pool.wait_for(self.pool.spec.min_workers, self.pool.spec.start_timeout)
+            if pending and not len(self.pool):
+                raise MXNetError("every worker died during the step")
+        raise MXNetError(f"step slices {[t['slice'] for t in pending]} still failing after "
+                         f"{MAX_STEP_ATTEMPTS} attempts")
+
+    def _assign(self, tasks: list[dict]) -> dict[int, list[dict]]:
+        """Contiguous runs of slices per live worker, as even as possible."""
+        ranks = self.pool.ranks
+        if not ranks:
+            raise MXNetError("no live workers")
+        cuts = np.linspace(0, len(tasks), len(ranks) + 1).round().astype(int)
+        return {r: tasks[a:b] for r, a, b in zip(ranks, cuts[:-1], cuts[1:]) if b > a}
+
+    def _tasks(self, batch: Any, slices: list[slice], labels: bool) -> list[dict]:
+        """One task per slice: row ids of a known source, or the arrays themselves."""
+        source, rows = getattr(batch, "source", None), getattr(batch, "index", None)
+        base = {"group": self.group_id}
+        layouts = [batch_axis(d.layout) for d in self.data_shapes + (self.label_shapes or [])]
+        if (source is not None and rows is not None and len(rows) == self.batch_size
+                and all(ax == 0 for ax in layouts)):
+            sid, ref = self.pool.source(source)
+            rows = np.asarray(rows)
+            return [dict(base, slice=i, source=(sid, ref), rows=rows[s])
+                    for i, s in enumerate(slices)]
+        data = [as_numpy(a) for a in batch.data]
+        label = [as_numpy(a) for a in (batch.label or [])] if labels else []
+        d_axes = [batch_axis(d.layout) for d in self.data_shapes]
+        l_axes = [batch_axis(d.layout) for d in self.label_shapes or []]
+        return [dict(base, slice=i,
+                     data=[take_slice(a, ax, s) for a, ax in zip(data, d_axes)],
+                     label=[take_slice(a, ax, s) for a, ax in zip(label, l_axes)])
+                for i, s in enumerate(slices)]
+
+    # ---- the step in separate calls -------------------------------------------------------
+    def forward(self, data_batch: Any, is_train: bool | None = None) -> None:
+        """Forward on the workers, one slice each; outputs stay there until asked for."""
+        is_train = self.for_training if is_train is None else is_train
+        self.pool.poll()
+        tasks = self._tasks(data_batch, self.slices(len(self.pool)), labels=True)
+        for t in tasks:
+            t["num_slices"] = len(tasks)
+        plan = self._assign(tasks)
+        weights = self.state.weights
+        refs = {r: self.pool.workers[r].forward.remote(ts, weights, is_train)
+                for r, ts in plan.items()}
+        done = self.pool.gather(refs)
+        if len(done) != len(refs):
+            raise MXNetError("a worker died during forward; run the step again")
+        self._last = [(r, plan[r]) for r in sorted(plan)]
+
+    def _require_last(self, what: str) -> list:
+        if self._last is None:
+            raise MXNetError(f"{what} needs a forward pass first")
+        return self._last
+
+    def _per_worker(self, method: str, per_slice: Callable | None = None) -> dict:
+        refs = {}
+        for rank, tasks in self._require_last(method):
+            args = () if per_slice is None else (per_slice(tasks),)
+            refs[rank] = getattr(self.pool.workers[rank], method).remote(*args)
+        out = self.pool.gather(refs)
+        if len(out) != len(refs):
+            raise MXNetError(f"a worker died during {method}; run the step again")
+        return out
+
+    def backward(self, out_grads: list | None = None) -> None:
+        """Backward on the workers; whole-batch ``out_grads`` are sliced for each."""
+        if not self.for_training:
+            raise MXNetError("backward needs a group bound with for_training=True")
+        slices = self.slices(len(self._require_last("backward")))
+        if out_grads is None:
+            self._per_worker("backward", lambda ts: None)
+            return
+        grads = [as_numpy(g) for g in out_grads]
+        self._per_worker("backward", lambda ts: [
+            [take_slice(g, ax, slices[t["slice"]]) if ax >= 0 else g
+             for g, ax in zip(grads, self.output_layouts)] for t in ts])
+
+    def update(self) -> None:
+        """Push the last backward's gradients and close the step on the servers."""
+        st = self.state
+        if st.kv is None:
+            raise MXNetError("update needs init_optimizer first (no kvstore attached)")
+        step = st.step
+        published = {}
+        for out in self._per_worker("push", lambda ts: step).values():
+            published.update(out)
+        self._finish(step, [t["slice"] for _, ts in self._last for t in ts], published)
+
+    def _ordered(self, method: str) -> list:
+        out = self._per_worker(method)
+        parts = []
+        for rank, tasks in self._last:
+            parts.extend(out[rank])
+        return parts
+
+    def get_outputs(self, merge_multi_context: bool = True, begin: int = 0,
+                    end: int | None = None) -> list:
+        """Outputs of the last forward, fetched from the workers now."""
+        parts = self._ordered("outputs")
+        end = len(self.output_names) if end is None else end
+        per = [[p[k] for p in parts] for k in range(begin, end)]
+        return _gather(per, self.output_layouts[begin:end], merge_multi_context)
+
+    def get_input_grads(self, merge_multi_context: bool = True) -> list:
+        """Input gradients of the last backward, fetched from the workers."""
+        if not self.inputs_need_grad:
+            raise MXNetError("get_input_grads needs bind(inputs_need_grad=True)")
+        parts = self._ordered("input_grads")
+        per = [[p[k] for p in parts] for k in range(len(self.data_names))]
+        return _gather(per, [batch_axis(d.layout) for d in self.data_shapes], merge_multi_context)
+
+    def get_states(self, merge_multi_context: bool = True) -> list:
+        """State inputs of the last forward, per slice."""
+        parts = self._ordered("get_states")
+        per = [[p[k] for p in parts] for k in range(len(self.state_names))]
+        return _gather(per, [-1] * len(per), merge_multi_context)
+
+    def set_states(self, states: Any = None, value: Any = None) -> None:
+        """Set the state inputs on every worker (``value``, or one array per state)."""
+        if (states is None) == (value is None):
+            raise ValueError("set_states takes exactly one of states and value")
+        flat = None if states is None else [as_numpy(s[0] if isinstance(s, list) else s)
+                                            for s in states]
+        self.pool.call_all("set_states", flat, value)
+
+    def update_metric(self, eval_metric: Any, labels: Any, pre_sliced: bool = False) -> None:
+        """Metric of the last forward, computed on the workers and merged here."""
+        last = self._require_last("update_metric")
+        if labels is None:
+            per_slice = None
+        else:
+            slices = self.slices(len(last))
+            label_axes = [batch_axis(d.layout) for d in self.label_shapes or []] or \
+                [0] * len(labels)
+            per_slice = [[take_slice(as_numpy(lab), ax, slices[t["slice"]])
+                          for lab, ax in zip(labels, label_axes)]
+                         for _, ts in last for t in ts]
+        refs, cursor = {}, 0
+        for rank, tasks in last:
+            part = None if per_slice is None else per_slice[cursor:cursor + len(tasks)]
+            cursor += len(tasks)
+            refs[rank] = self.pool.workers[rank].metric_states.remote(eval_metric, part)
+        states = {}
+        for out in self.pool.gather(refs).values():
+            states.update(out)
+        _merge_metric(eval_metric, [states[k] for k in sorted(states)])
+
+    def install_monitor(self, monitor: Any) -> None:
+        """Install ``monitor`` on every worker's executors (it prints in the worker's log)."""
+        self.pool.broadcast("install_monitor", monitor, key="monitor")
+
+
+def _store(target: dict, name: str, value: np.ndarray) -> None:
+    if name in target and target[name].shape == value.shape:
+        target[name][...] = value
+    else:
+        target[name] = np.array(value)
+
+
+def _gather(per: list[list], layouts: list[int], merge: bool) -> list:
+    if not merge:
+        return per
+    return [parts[0] if len(parts) == 1 or axis < 0 else np.concatenate(parts, axis=axis)
+            for parts, axis in zip(per, layouts)]
+
+
+def _merge_metric(metric: Any, states: list) -> None:
+    """Fold per-slice one-update states into ``metric`` as one whole-batch update."""
+    states = [s for s in states if s is not None]
+    if not states:
+        return
+    try:
+        metric.merge(metric.merge_parts(states))
+    except (ValueError, TypeError):  # a state covering several updates: add them in order
+        for s in states:
+            metric.merge(s)

@@ -1,0 +1,299 @@
+"""``Worker``: the body of one Ray worker actor.
+
+A worker owns a :class:`~raymod.parallel.DataParallelExecutorGroup` per (network, input
+shapes) on its own devices (``rm.cpu(0)``, or ``rm.gpu(0..k-1)`` for k GPUs), all sharing one
+set of parameter arrays: the first group bound (the "root", e.g. the default bucket) owns
+them. One call runs a whole training step for the slices it is given: read the slice's rows,
+forward, backward, push the packed gradient to every KVServer shard tagged
+``(step, slice)``, update a metric, and return only small results.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from ..context import as_numpy, cpu, gpu
+from ..io import DataBatch, DataDesc
+from ..io.base import take_rows
+from ..kvstore.compression import quantize_2bit
+from ..optimizer import Updater
+from ..parallel import DataParallelExecutorGroup
+from ..symbol import load_json
+
+__all__ = ["Worker"]
+
+
+class _Clock:
+    """Seconds spent per phase of a call, for the driver's step timings."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.laps[phase] = self.laps.get(phase, 0.0) + now - self._t
+        self._t = now
+
+
+class Worker:
+    """One worker actor's state: executor groups, data sources, kvstore connection.
+
+    Parameters
+    ----------
+    rank : int
+        The pool's id for this worker (never reused).
+    num_gpus : int
+        GPUs Ray gave the actor; 0 runs on ``rm.cpu(0)``.
+    """
+
+    def __init__(self, rank: int, num_gpus: int = 0):
+        self.rank = rank
+        self.contexts = [gpu(i) for i in range(num_gpus)] if num_gpus else [cpu(0)]
+        self.specs: dict[int, dict] = {}          # group id -> how to bind it
+        self.groups: dict[tuple, DataParallelExecutorGroup] = {}
+        self.root: DataParallelExecutorGroup | None = None
+        self.sources: dict[int, tuple] = {}       # source id -> (data arrays, label arrays)
+        self.layout = None
+        self.servers: list = []
+        self.threshold: float | None = None
+        self.residuals: dict[int, dict] = {}
+        self.pack_buffers: dict[int, dict] = {}
+        self.local_updater: Updater | None = None  # servers aggregate, this worker updates
+        self.version = -1
+        self.monitor = None
+        self.last: list[tuple[dict, DataParallelExecutorGroup, DataBatch]] = []
+
+    def ready(self) -> dict:
+        """Who and where this worker is (the pool waits on this to know it started)."""
+        import ray
+        return {"rank": self.rank, "pid": os.getpid(),
+                "node": ray.get_runtime_context().get_node_id(),
+                "contexts": [str(c) for c in self.contexts]}
+
+    # ---- set-up -------------------------------------------------------------------------------
+    def define(self, group_id: int, spec: dict) -> None:
+        """Learn how to bind a network; bind it now for a representative slice.
+
+        ``spec`` holds the symbol JSON, per-slice data/label descriptors and the bind
+        options of the driver's group; ``spec['shared']`` names the group whose parameters
+        it shares (bucketing), or None for the root.
+        """
+        spec = dict(spec, symbol=load_json(spec["symbol"]))
+        self.specs[group_id] = spec
+        self._group(group_id, spec["data"], spec["label"])
+
+    def _group(self, group_id: int, data: list, label: list | None) -> DataParallelExecutorGroup:
+        key = (group_id, tuple((d.name, d.shape) for d in data),
+               tuple((d.name, d.shape) for d in label or []))
+        group = self.groups.get(key)
+        if group is None:
+            spec = self.specs[group_id]
+            group = DataParallelExecutorGroup(
+                spec["symbol"], self.contexts, None, data, label or None, spec["param_names"],
+                spec["for_training"], spec["inputs_need_grad"], shared_group=self.root,
+                fixed_param_names=spec["fixed_param_names"], grad_req=spec["grad_req"],
+                state_names=spec["state_names"])
+            if self.root is None:
+                self.root = group
+            if self.monitor is not None:
+                group.install_monitor(self.monitor)
+            self.groups[key] = group
+        return group
+
+    def set_params(self, arg_params: dict, aux_params: dict) -> None:
+        """Copy parameter values into the shared parameter arrays."""
+        self.root.set_params(arg_params, aux_params, allow_extra=True)
+
+    def set_params_ref(self, ref: list) -> None:
+        """:meth:`set_params` from ``[ref]`` to ``(arg_params, aux_params)`` put once."""
+        import ray
+        self.set_params(*ray.get(ref[0]))
+
+    def get_params(self) -> tuple[dict, dict]:
+        """Current parameters and auxiliary states (device average), as host arrays."""
+        args, aux = {}, {}
+        self.root.get_params(args, aux)
+        return args, aux
+
+    def connect(self, layout: Any, servers: list, threshold: float | None,
+                optimizer: Any = None) -> None:
+        """Push gradients to these KVServer shards; with ``optimizer``, apply the servers'
+        summed gradients locally instead of reading new weights."""
+        self.layout, self.servers, self.threshold = layout, list(servers), threshold
+        self.residuals.clear()
+        self.pack_buffers = {s: layout.buffers(s) for s in range(len(self.servers))}
+        self.local_updater = None if optimizer is None else Updater(optimizer)
+
+    def updater_states(self) -> bytes:
+        """States of the local optimizer (when servers only aggregate)."""
+        return self.local_updater.get_states()
+
+    def set_updater_states(self, blob: bytes) -> None:
+        """Load states from :meth:`updater_states`."""
+        self.local_updater.set_states(blob)
+
+    def install_monitor(self, monitor: Any) -> None:
+        """Install a monitor on every executor, now and in groups bound later."""
+        self.monitor = monitor
+        for group in self.groups.values():
+            group.install_monitor(monitor)
+
+    # ---- one step -----------------------------------------------------------------------------
+    def run_step(self, step: int, tasks: list[dict], weights: tuple | None,
+                 metric: Any = None) -> dict:
+        """Forward, backward and push every slice in ``tasks``; returns metric states."""
+        clock = _Clock()
+        self.refresh(weights)
+        clock.lap("refresh")
+        states, published = {}, {}
+        for task in tasks:
+            group, batch = self._forward(task, True)
+            group.backward()
+            clock.lap("compute")
+            published.update(self._push(step, task["slice"], group, task.get("num_slices")))
+            clock.lap("push")
+            if metric is not None:
+                states[task["slice"]] = self._metric_state(metric, group, batch.label)
+            clock.lap("metric")
+        return {"rank": self.rank, "metrics": states, "published": published,
+                "seconds": clock.laps}
+
+    def refresh(self, weights: tuple | None) -> None:
+        """Bring parameters to the published ``(version, [ref per shard])`` values."""
+        if weights is None or weights[0] == self.version:
+            return
+        import ray
+        if weights[0] == "latest":  # dist_async: whatever the servers hold now
+            refs = [r[0] for r in ray.get([s.published.remote() for s in self.servers])]
+            weights = (None, refs)
+        payloads = ray.get(weights[1])
+        if self.local_updater is None:
+            for k in range(len(self.contexts)):
+                arrays = {n: a[k] for n, a in zip(self.root.param_names, self.root.param_arrays)}
+                for shard, payload in enumerate(payloads):
+                    self.layout.unpack(shard, payload, arrays)
+        else:  # the payload is the summed gradient: update each device's copy here
+            n = len(self.contexts)
+            for k in range(n):
+                grads = {name: g[k] for name, g in zip(self.root.param_names,
+                                                      self.root.grad_arrays) if g[k] is not None}
+                for shard, payload in enumerate(payloads):
+                    self.layout.unpack(shard, payload, grads)
+                names = list(grads)
+                index = {name: i for i, name in enumerate(self.root.param_names)}
+                weights_k = {name: w[k] for name, w in zip(self.root.param_names,
+                                                           self.root.param_arrays)}
+                self.local_updater([index[m] * n + k for m in names], [grads[m] for m in names],
+                                   [weights_k[m] for m in names])
+        self.version = weights[0]
+
+    def _forward(self, task: dict, is_train: bool) -> tuple:
+        batch = self._load(task)
+        spec = self.specs[task["group"]]
+        data = [DataDesc(d.name, tuple(a.shape), d.dtype, d.layout)
+                for d, a in zip(spec["data"], batch.data)]
+        label = None
+        if spec["label"] and batch.label:
+            label = [DataDesc(d.name, tuple(a.shape), d.dtype, d.layout)
+                     for d, a in zip(spec["label"], batch.label)]
+        elif spec["label"]:
+            label = spec["label"]
+        group = self._group(task["group"], data, label)
+        group.forward(batch, is_train=is_train)
+        return group, batch
+
+    def _load(self, task: dict) -> DataBatch:
+        """The slice's arrays: rows of a source put in the object store, or sent by value."""
+        if "rows" in task:
+            sid, ref = task["source"]
+            if sid not in self.sources:
+                import ray
+                self.sources[sid] = ray.get(ref[0])
+            data, label = self.sources[sid]
+            rows = task["rows"]
+            return DataBatch([take_rows(a, rows) for a in data],
+                             [take_rows(a, rows) for a in label])
+        return DataBatch(task["data"], task.get("label") or [])
+
+    def _push(self, step: int, slice_id: int, group: DataParallelExecutorGroup,
+              num_slices: int | None = None) -> dict:
+        """Push one slice's gradient to every shard; returns ``{shard: ref}`` of the shards
+        this push completed (their new values)."""
+        import ray
+        grads = {}
+        for name, per_device in zip(group.param_names, group.grad_arrays):
+            if per_device[0] is None:
+                continue
+            total = as_numpy(per_device[0])
+            for g in per_device[1:]:
+                total = total + as_numpy(g)
+            grads[name] = total
+        acks = []
+        for shard, server in enumerate(self.servers):
+            payload = self.layout.pack(shard, grads, out=self.pack_buffers[shard])
+            if self.threshold is not None:
+                res = self.residuals.setdefault(shard, {})
+                payload = {dt: quantize_2bit(buf, res.setdefault(dt, np.zeros_like(buf)),
+                                             self.threshold) for dt, buf in payload.items()}
+            acks.append(server.push.remote(step, slice_id, payload, num_slices))
+        return {shard: ack[0] for shard, ack in enumerate(ray.get(acks))
+                if isinstance(ack, list)}
+
+    @staticmethod
+    def _metric_state(metric: Any, group: DataParallelExecutorGroup, labels: list) -> dict:
+        metric.reset()
+        group.update_metric(metric, labels)
+        return metric.state()
+
+    # ---- the step in separate calls (Module.forward / backward / update) -------------------------
+    def forward(self, tasks: list[dict], weights: tuple | None, is_train: bool) -> None:
+        """Forward each slice, keeping outputs for the calls that follow."""
+        self.refresh(weights)
+        self.last = []
+        for task in tasks:
+            group, batch = self._forward(task, is_train)
+            self.last.append((task, group, batch))
+
+    def backward(self, out_grads: list | None) -> None:
+        """Backward of the last forward; ``out_grads`` has one list per slice (or None)."""
+        for i, (_, group, _) in enumerate(self.last):
+            group.backward(None if out_grads is None else out_grads[i])
+
+    def push(self, step: int) -> dict:
+        """Push the gradients of the last backward."""
+        published = {}
+        for task, group, _ in self.last:
+            published.update(self._push(step, task["slice"], group, task.get("num_slices")))
+        return published
+
+    def outputs(self) -> list:
+        """Outputs of the last forward: per slice, the list of merged output arrays."""
+        return [[as_numpy(o) for o in group.get_outputs()] for _, group, _ in self.last]
+
+    def input_grads(self) -> list:
+        """Input gradients of the last backward, per slice."""
+        return [[as_numpy(g) for g in group.get_input_grads()] for _, group, _ in self.last]
+
+    def metric_states(self, metric: Any, labels: list | None) -> dict:
+        """Metric states of the last forward per slice; labels per slice or the slice's own."""
+        out = {}
+        for i, (task, group, batch) in enumerate(self.last):
+            out[task["slice"]] = self._metric_state(
+                metric, group, batch.label if labels is None else labels[i])
+        return out
+
+    def get_states(self) -> list:
+        """State inputs of the last forward's group, per slice."""
+        return [[as_numpy(s) for s in group.get_states()] for _, group, _ in self.last]
+
+    def set_states(self, states: list | None, value: Any) -> None:
+        """Set the state inputs of every bound group (one array per state, or a value)."""
+        for group in self.groups.values():
+            if value is not None:
+                group.set_states(value=value)
+            else:
+                group.set_states(states=[[s] * len(self.contexts) for s in states])

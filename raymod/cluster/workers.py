@@ -1,0 +1,96 @@
+"""``Workers``: how many Ray worker actors a module runs on, and what each one gets."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Workers"]
+
+
+@dataclass(frozen=True)
+class Workers:
+    """The worker actors of a module: between ``min_workers`` and ``max_workers`` of them.
+
+    Parameters
+    ----------
+    min_workers : int
+        Training starts (and continues) only with at least this many workers.
+    max_workers : int, optional
+        Start up to this many as resources allow (default ``min_workers``).
+    cpus_per_worker : float, default 1
+        Ray CPUs per actor; its BLAS threads are set to match.
+    gpus_per_worker : int, default 0
+        GPUs per actor; an actor with 2 runs on ``[rm.gpu(0), rm.gpu(1)]``.
+    resources : dict, optional
+        Extra Ray custom resources per actor.
+    num_slices : int, optional
+        How many slices each step's global batch is cut into (default ``max_workers``).
+        The slices are fixed by the batch, not by who is alive, so the training trajectory
+        does not depend on membership.
+    start_timeout : float, default 120
+        Seconds to wait for ``min_workers`` to start before giving up.
+
+    Examples
+    --------
+    >>> rm.mod.Module(net, workers=rm.Workers(2, 8, cpus_per_worker=2))
+    """
+
+    min_workers: int
+    max_workers: int | None = None
+    cpus_per_worker: float = 1
+    gpus_per_worker: int = 0
+    resources: dict | None = field(default=None, hash=False)
+    num_slices: int | None = None
+    start_timeout: float = 120.0
+
+    def __post_init__(self) -> None:
+        if self.max_workers is None:
+            object.__setattr__(self, "max_workers", self.min_workers)
+        for name in ("min_workers", "max_workers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"Workers({name}=...) must be an int >= 1, got {value!r}")
+        if self.max_workers < self.min_workers:
+            raise ValueError(f"Workers: max_workers ({self.max_workers}) is below "
+                             f"min_workers ({self.min_workers})")
+        if not self.cpus_per_worker > 0:
+            raise ValueError(f"Workers(cpus_per_worker=...) must be > 0, got "
+                             f"{self.cpus_per_worker!r}")
+        if not isinstance(self.gpus_per_worker, int) or self.gpus_per_worker < 0:
+            raise ValueError(f"Workers(gpus_per_worker=...) must be an int >= 0, got "
+                             f"{self.gpus_per_worker!r}")
+        if self.num_slices is not None and (not isinstance(self.num_slices, int)
+                                            or self.num_slices < 1):
+            raise ValueError(f"Workers(num_slices=...) must be an int >= 1, got "
+                             f"{self.num_slices!r}")
+
+    @property
+    def slices(self) -> int:
+        """Slices per step."""
+        return self.num_slices or self.max_workers
+
+    @classmethod
+    def coerce(cls, workers: Any) -> "Workers | None":
+        """None, an int N (exactly N workers), a ``'min:max'`` string, or a Workers."""
+        if workers is None or isinstance(workers, cls):
+            return workers
+        if isinstance(workers, int) and not isinstance(workers, bool):
+            return cls(workers, workers)
+        if isinstance(workers, str):
+            lo, sep, hi = workers.partition(":")
+            try:
+                return cls(int(lo), int(hi) if sep else int(lo))
+            except ValueError as err:
+                raise ValueError(f"workers={workers!r}: expected 'N' or 'MIN:MAX' with ints "
+                                 f"({err})") from None
+        raise TypeError(f"workers must be None, an int, 'MIN:MAX' or rm.Workers, got "
+                        f"{type(workers).__name__} {workers!r}")
+
+    def actor_options(self) -> dict:
+        """Ray actor options for one worker (resources and BLAS thread count)."""
+        threads = str(max(1, int(self.cpus_per_worker)))
+        env = {k: threads for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                    "MKL_NUM_THREADS")}
+        return {"num_cpus": self.cpus_per_worker, "num_gpus": self.gpus_per_worker,
+                "resources": dict(self.resources or {}), "max_restarts": 0,
+                "runtime_env": {"env_vars": env}}

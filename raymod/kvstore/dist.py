@@ -1,0 +1,369 @@
+"""The Ray-backed stores: ``'dist_sync'``, ``'dist_device_sync'`` and ``'dist_async'``.
+
+:class:`DistKVStore` is the client the driver holds. Its values live on ``num_servers``
+:class:`~raymod.kvstore.server.KVServer` actors, one shard each (see
+:mod:`raymod.kvstore.layout`). The driver's own ``init``/``push``/``pull`` calls go to the
+servers at once, one call per shard touched. Worker actors of a module push gradients
+straight to the servers, tagged ``(step, slice)``; :meth:`DistKVStore.finish_step` then
+closes the step on every shard and keeps the object refs of the published values, which
+the workers read zero-copy at their next step.
+"""
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any, Callable
+
+import numpy as np
+
+from ..base import MXNetError
+from ..context import as_numpy
+from ..optimizer import Optimizer, Updater
+from .base import KVStoreBase, register
+from .compression import GradientCompression
+from .layout import ShardLayout
+from .server import KVServer
+
+__all__ = ["DistKVStore"]
+
+#: environment variable giving the number of server shards (MXNet's name)
+NUM_SERVERS_ENV = "DMLC_NUM_SERVER"
+_TYPES = ("dist_sync", "dist_device_sync", "dist_async", "dist")
+
+
+def _as_list(x: Any) -> list:
+    return list(x) if isinstance(x, (list, tuple)) else [x]
+
+
+class DistKVStore(KVStoreBase):
+    """A key-value store kept by KVServer actors on the Ray cluster.
+
+    Parameters
+    ----------
+    name : str, default 'dist_sync'
+        ``'dist_sync'`` / ``'dist_device_sync'``: a module's step completes when every
+        slice of its global batch has arrived, then the optimizer runs once.
+        ``'dist_async'``: each worker's push is applied as it arrives.
+    num_servers : int, optional
+        Shards (default: ``$DMLC_NUM_SERVER`` or 1). Keys are spread over them; keys above
+        ``MXNET_KVSTORE_BIGARRAY_BOUND`` elements are split across all.
+
+    Notes
+    -----
+    The driver is the only client that calls this API; workers of a module reach the
+    servers through the step protocol. ``rank`` is therefore 0, and ``num_workers`` is
+    the number of worker actors of the module using the store (1 before one does).
+    Connects to (or starts) the Ray cluster with ``rm.cluster.init()``.
+    """
+
+    def __init__(self, name: str = "dist_sync", num_servers: int | None = None):
+        from ..cluster import local
+        if name not in _TYPES:
+            raise ValueError(f"unknown dist kvstore type {name!r}; known: {', '.join(_TYPES)}")
+        if num_servers is None:
+            num_servers = int(os.environ.get(NUM_SERVERS_ENV, "1"))
+        if num_servers < 1:
+            raise ValueError(f"num_servers must be >= 1, got {num_servers}")
+        local.init()
+        import ray
+        self._type = "dist_sync" if name == "dist" else name
+        self.mode = "async" if self._type == "dist_async" else "sync"
+        self.layout = ShardLayout(num_servers)
+        server_cls = ray.remote(num_cpus=0, max_restarts=0)(KVServer)
+        self.servers = [server_cls.remote(s, self.mode) for s in range(num_servers)]
+        self._ray = ray
+        self._key_kind: type | None = None
+        self._optimizer: Optimizer | None = None
+        self._updater: Callable | None = None
+        self._compression: GradientCompression | None = None
+        self._weights: tuple[int, list] | None = None
+        self._version = 0
+        self.num_workers_attached = 1
+
+    @classmethod
+    def _from_name(cls, name: str) -> "DistKVStore":
+        return cls(name)
+
+    # ---- the driver's API ---------------------------------------------------------------------
+    def init(self, key: Any, value: Any) -> None:
+        """Set initial values; a known key is overwritten (as ``broadcast`` does).
+
+        Parameters
+        ----------
+        key : int, str, or list of them
+        value : ndarray or list of ndarray
+        """
+        values = {k: as_numpy(v) for k, v in self._one_value_each(key, value).items()}
+        fresh = {k: v for k, v in values.items() if k not in self.layout.keys}
+        known = {k: v for k, v in values.items() if k in self.layout.keys}
+        calls = []
+        if fresh:
+            added: dict[int, list] = {}
+            for k, v in fresh.items():
+                for shard, piece in self.layout.add(k, v.shape, v.dtype):
+                    added.setdefault(shard, []).append(piece)
+            for shard, pieces in added.items():
+                payload = self.layout.pack(shard, {**self._current_values(shard, pieces),
+                                                   **fresh})
+                calls.append(self.servers[shard].add.remote(pieces, payload))
+        if known:
+            calls += self._per_shard("write", known)
+        self._ray.get(calls)
+        self._weights = None
+
+    def _current_values(self, shard: int, new_pieces: list) -> dict:
+        """Values of the shard's existing keys (so a growing buffer keeps them)."""
+        old = {p.key for p in self.layout.shards[shard]} - {p.key for p in new_pieces}
+        if not old:
+            return {}
+        return self._read_keys(sorted(old, key=str))
+
+    def push(self, key: Any, value: Any, priority: int = 0) -> None:
+        """Sum the values of each key, then let the servers apply them now.
+
+        With an optimizer (``set_optimizer``) the servers update the stored weights; without
+        one the sum replaces the stored value.
+        """
+        sums = {}
+        for k, vals in self._grouped(key, value, "push").items():
+            self._check_known(k, vals, "push")
+            arrays = [as_numpy(v) for v in vals]
+            if self._compression is not None:
+                arrays = [as_numpy(self._compression.compress(k, i, a))
+                          for i, a in enumerate(arrays)]
+            total = arrays[0].copy() if len(arrays) == 1 else np.sum(arrays, axis=0,
+                                                                      dtype=arrays[0].dtype)
+            sums[k] = total
+        self._ray.get(self._per_shard("apply_now", sums))
+        self._weights = None
+
+    def pull(self, key: Any, out: Any = None, priority: int = 0,
+             ignore_sparse: bool = True) -> None:
+        """Copy stored values into ``out`` (one array, or a list per key)."""
+        if out is None:
+            raise MXNetError("pull needs out= arrays to write into")
+        keys = _as_list(key)
+        outs = out if isinstance(key, (list, tuple)) else [out]
+        if len(outs) != len(keys):
+            raise MXNetError(f"pull: {len(keys)} keys but {len(outs)} outputs")
+        self._check_kind(keys, "pull")
+        for k in keys:
+            self._check_known(k, [], "pull")
+        values = self._read_keys(keys)
+        for k, o in zip(keys, outs):
+            for target in _as_list(o):
+                target[...] = (values[k] if isinstance(target, np.ndarray)
+                               else _to_like(target, values[k]))
+
+    def pushpull(self, key: Any, value: Any, out: Any = None, priority: int = 0) -> None:
+        """``push`` then ``pull`` (into ``value`` itself when ``out`` is None)."""
+        self.push(key, value, priority)
+        self.pull(key, out=value if out is None else out, priority=priority)
+
+    def broadcast(self, key: Any, value: Any, out: Any, priority: int = 0) -> None:
+        """``init`` (or overwrite) the keys with ``value``, then ``pull`` into ``out``."""
+        self.init(key, value)
+        self.pull(key, out=out, priority=priority)
+
+    def set_optimizer(self, optimizer: Optimizer) -> None:
+        """Run ``optimizer`` on the servers (``update_on_kvstore``)."""
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"set_optimizer needs an Optimizer, got {type(optimizer).__name__}")
+        self._optimizer, self._updater = optimizer, None
+        self._ray.get([s.set_optimizer.remote(optimizer) for s in self.servers])
+
+    def _set_updater(self, updater: Callable) -> None:
+        """Run ``updater(key, received, stored)`` on the servers (per piece of each key)."""
+        if not callable(updater):
+            raise TypeError(f"updater must be callable, got {type(updater).__name__}")
+        self._optimizer, self._updater = None, updater
+        self._ray.get([s.set_updater.remote(updater) for s in self.servers])
+
+    def set_gradient_compression(self, compression_params: dict) -> None:
+        """2-bit compression of pushes, with residual error feedback (MXNet's format)."""
+        self._compression = GradientCompression.from_params(compression_params)
+        threshold = None if self._compression is None else self._compression.threshold
+        self._ray.get([s.set_compression.remote(threshold) for s in self.servers])
+
+    @property
+    def compression_threshold(self) -> float | None:
+        """The 2-bit threshold workers compress with (None: off)."""
+        return None if self._compression is None else self._compression.threshold
+
+    def is_capable(self, capability: str) -> bool:
+        """True for ``'optimizer'``: the servers can run one."""
+        if capability.lower() == self.OPTIMIZER:
+            return True
+        raise ValueError(f"unknown kvstore capability {capability!r}")
+
+    def get_optimizer(self) -> Optimizer | None:
+        """The optimizer the servers run."""
+        return self._optimizer
+
+    def save_optimizer_states(self, fname: str, dump_optimizer: bool = False) -> None:
+        """Write the servers' optimizer states to ``fname`` in the in-process format.
+
+        The shards' pieces are joined back into whole-key states, so the file equals what
+        a 'local' store with the same history would write.
+        """
+        with open(fname, "wb") as f:
+            f.write(self.get_optimizer_states(dump_optimizer))
+
+    def get_optimizer_states(self, dump_optimizer: bool = False) -> bytes:
+        """The joined optimizer states as bytes (see :meth:`save_optimizer_states`)."""
+        opt = self._require_optimizer("save")
+        shards = self._ray.get([s.get_optimizer_states.remote() for s in self.servers])
+        whole = Updater(copy.deepcopy(opt))  # copies: set_states rewrites update counts
+        merged = whole.optimizer._all_index_update_counts
+        parts: dict[Any, list] = {}
+        for blob in shards:
+            upd = Updater(copy.deepcopy(opt))
+            upd.set_states(blob)
+            for k, state in upd.states.items():
+                parts.setdefault(k, []).append(state)
+            for dev, counts in upd.optimizer._all_index_update_counts.items():
+                for k, c in counts.items():
+                    merged.setdefault(dev, {})[k] = max(merged.get(dev, {}).get(k, 0), c)
+            whole.optimizer.num_update = max(whole.optimizer.num_update,
+                                             upd.optimizer.num_update)
+        for k, states in parts.items():
+            shape = self.layout.keys[k][0]
+            whole.states[k] = _join(states, shape)
+        return whole.get_states(dump_optimizer)
+
+    def load_optimizer_states(self, fname: str) -> None:
+        """Read a states file (from this store or an in-process one) onto the servers."""
+        with open(fname, "rb") as f:
+            self.set_optimizer_states(f.read())
+
+    def set_optimizer_states(self, blob: bytes) -> None:
+        """Split whole-key states over the shards (see :meth:`load_optimizer_states`)."""
+        opt = self._require_optimizer("load")
+        whole = Updater(copy.deepcopy(opt))
+        whole.set_states(blob)
+        calls = []
+        for shard, server in enumerate(self.servers):
+            part = Updater(whole.optimizer)
+            for p in self.layout.shards[shard]:
+                if p.key in whole.states:
+                    part.states[p.key] = _split(whole.states[p.key], p.start, p.stop)
+            calls.append(server.set_optimizer_states.remote(part.get_states()))
+        self._ray.get(calls)
+
+    @property
+    def type(self) -> str:
+        return self._type
+
+    @property
+    def rank(self) -> int:
+        """0: the driver is the store's only direct client."""
+        return 0
+
+    @property
+    def num_workers(self) -> int:
+        """Worker actors of the module using this store (1 until one attaches)."""
+        return self.num_workers_attached
+
+    def _barrier(self) -> None:
+        """Nothing to wait for: the driver orders every step."""
+
+    def __repr__(self) -> str:
+        return (f"<DistKVStore type={self._type!r} servers={len(self.servers)} "
+                f"keys={len(self.layout.keys)}>")
+
+    # ---- the step protocol (used by a module's worker actors) --------------------------------
+    def finish_step(self, step: int, slice_ids: list[int]) -> None:
+        """Close a sync step on every shard and keep the refs of the published values."""
+        refs = self._ray.get([s.finish.remote(step, slice_ids) for s in self.servers])
+        self._version += 1
+        self._weights = (self._version, [r[0] for r in refs])
+
+    def set_published(self, refs: list) -> None:
+        """Adopt the refs a step's completing pushes returned (one per shard)."""
+        self._version += 1
+        self._weights = (self._version, list(refs))
+
+    def missing_slices(self, step: int, slice_ids: list[int]) -> list[int]:
+        """Slices of ``step`` some shard has not received."""
+        per = self._ray.get([s.missing.remote(step, slice_ids) for s in self.servers])
+        return sorted(set().union(*per))
+
+    def weights(self) -> tuple[int, list]:
+        """``(version, [ref per shard])`` of the published values."""
+        if self._weights is None:
+            refs = self._ray.get([s.published.remote() for s in self.servers])
+            self._version += 1
+            self._weights = (self._version, [r[0] for r in refs])
+        return self._weights
+
+    def read_all(self) -> dict:
+        """Every key's current value (host arrays)."""
+        return self._read_keys(list(self.layout.keys))
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def _per_shard(self, method: str, values: dict) -> list:
+        """One call of ``method({key: piece values})`` per shard holding any of ``values``."""
+        by_shard: dict[int, dict] = {}
+        for k, v in values.items():
+            flat = v.reshape(-1)
+            for shard, p in self.layout.pieces_of(k):
+                by_shard.setdefault(shard, {})[k] = flat[p.start:p.stop]
+        return [getattr(self.servers[s], method).remote(vals) for s, vals in by_shard.items()]
+
+    def _read_keys(self, keys: list) -> dict:
+        shards = sorted({s for k in keys for s, _ in self.layout.pieces_of(k)})
+        got = dict(zip(shards, self._ray.get([self.servers[s].read.remote(keys)
+                                              for s in shards])))
+        values = {}
+        for k in keys:
+            shape, dtype, _ = self.layout.keys[k]
+            flat = np.empty(int(np.prod(shape, dtype=np.int64)), dtype)
+            for s, p in self.layout.pieces_of(k):
+                flat[p.start:p.stop] = got[s][k]
+            values[k] = flat.reshape(shape)
+        return values
+
+    def _check_known(self, key: Any, arrays: list, what: str) -> None:
+        if key not in self.layout.keys:
+            raise MXNetError(f"{what}: key {key!r} has not been initialized; call init first")
+        shape = self.layout.keys[key][0]
+        for a in arrays:
+            if tuple(a.shape) != shape:
+                raise MXNetError(f"{what}: key {key!r} holds shape {shape}, got an array of "
+                                 f"shape {tuple(a.shape)}")
+
+    def _require_optimizer(self, what: str) -> Optimizer:
+        if self._optimizer is None:
+            raise MXNetError(f"cannot {what} optimizer states: no optimizer on this kvstore "
+                             "(call set_optimizer first)")
+        return self._optimizer
+
+
+def _to_like(target: Any, value: np.ndarray) -> Any:
+    """``value`` on ``target``'s device (CuPy targets)."""
+    import cupy
+    with cupy.cuda.Device(target.device.id):
+        return cupy.asarray(value)
+
+
+def _join(states: list, shape: tuple) -> Any:
+    """Whole-key state from the per-shard piece states (in element order)."""
+    first = states[0]
+    if first is None or isinstance(first, (bool, int, float)):
+        return first
+    if isinstance(first, (tuple, list)):
+        return type(first)(_join([s[i] for s in states], shape) for i in range(len(first)))
+    return np.concatenate([np.asarray(s).reshape(-1) for s in states]).reshape(shape)
+
+
+def _split(state: Any, start: int, stop: int) -> Any:
+    """A piece's share of a whole-key state."""
+    if state is None or isinstance(state, (bool, int, float)):
+        return state
+    if isinstance(state, (tuple, list)):
+        return type(state)(_split(s, start, stop) for s in state)
+    return np.ascontiguousarray(np.asarray(state).reshape(-1)[start:stop])
+
+
+for _name in _TYPES:
+    register(DistKVStore, name=_name)

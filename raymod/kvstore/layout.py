@@ -1,0 +1,117 @@
+"""Where each key's elements live on the KVServer shards, and how values are packed for them.
+
+A key's array is seen as a flat vector. Small keys go whole to the least-loaded shard; keys
+above :data:`BIG_ARRAY_BOUND` elements are cut into one contiguous range per shard, so no
+server carries a big layer alone (MXNet's ``MXNET_KVSTORE_BIGARRAY_BOUND``). Each shard keeps
+one flat buffer per dtype; a :class:`Piece` is a range of a key mapped to a range of that
+buffer. A push or a weight update then travels as one ``{dtype: flat array}`` payload per shard.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..context import as_numpy
+
+__all__ = ["BIG_ARRAY_BOUND", "Piece", "ShardLayout"]
+
+#: keys with more elements than this are split over all shards
+BIG_ARRAY_BOUND = int(os.environ.get("MXNET_KVSTORE_BIGARRAY_BOUND", 1_000_000))
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Elements ``[start, stop)`` of key ``key``'s flat array, at ``offset`` of a shard buffer."""
+
+    key: Any
+    index: int      # the key's position in init order: the optimizer index on the servers
+    start: int
+    stop: int
+    dtype: str
+    offset: int
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+
+class ShardLayout:
+    """The pieces of every key on ``num_shards`` shards, grown one key at a time.
+
+    Parameters
+    ----------
+    num_shards : int
+        How many KVServer shards share the keys.
+    big_array_bound : int, optional
+        Keys with more elements are split over every shard.
+    """
+
+    def __init__(self, num_shards: int, big_array_bound: int = BIG_ARRAY_BOUND):
+        if num_shards < 1:
+            raise ValueError(f"num_shards must be >= 1, got {num_shards}")
+        self.num_shards = num_shards
+        self.big_array_bound = big_array_bound
+        self.shards: list[list[Piece]] = [[] for _ in range(num_shards)]
+        self.sizes: list[dict[str, int]] = [{} for _ in range(num_shards)]
+        self.keys: dict[Any, tuple[tuple, str, int]] = {}  # key -> (shape, dtype, index)
+
+    def add(self, key: Any, shape: tuple, dtype: Any) -> list[tuple[int, Piece]]:
+        """Place a new key; returns its ``(shard, piece)`` list."""
+        if key in self.keys:
+            raise KeyError(f"key {key!r} is already laid out")
+        dtype = np.dtype(dtype).str
+        size = int(np.prod(shape, dtype=np.int64))
+        index = len(self.keys)
+        self.keys[key] = (tuple(shape), dtype, index)
+        if size > self.big_array_bound and self.num_shards > 1:
+            bounds = np.linspace(0, size, self.num_shards + 1).astype(np.int64)
+            ranges = [(s, int(bounds[s]), int(bounds[s + 1])) for s in range(self.num_shards)]
+        else:
+            load = [sum(sz.values()) for sz in self.sizes]
+            ranges = [(int(np.argmin(load)), 0, size)]
+        placed = []
+        for shard, start, stop in ranges:
+            offset = self.sizes[shard].get(dtype, 0)
+            piece = Piece(key, index, start, stop, dtype, offset)
+            self.shards[shard].append(piece)
+            self.sizes[shard][dtype] = offset + piece.size
+            placed.append((shard, piece))
+        return placed
+
+    def pieces_of(self, key: Any) -> list[tuple[int, Piece]]:
+        """``(shard, piece)`` of every piece of ``key``, in element order."""
+        return [(s, p) for s, pieces in enumerate(self.shards) for p in pieces if p.key == key]
+
+    def buffers(self, shard: int) -> dict[str, np.ndarray]:
+        """Fresh zero buffers for one shard: one flat array per dtype."""
+        return {dt: np.zeros(n, dtype=dt) for dt, n in self.sizes[shard].items()}
+
+    def pack(self, shard: int, arrays: Mapping[Any, Any],
+             out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """Copy the shard's pieces of ``arrays`` (key -> array) into its flat buffers."""
+        out = self.buffers(shard) if out is None else out
+        for p in self.shards[shard]:
+            flat = arrays[p.key].reshape(-1)
+            out[p.dtype][p.offset:p.offset + p.size] = as_numpy(flat[p.start:p.stop])
+        return out
+
+    def unpack(self, shard: int, payload: Mapping[str, np.ndarray],
+               arrays: Mapping[Any, Any]) -> None:
+        """Copy a shard's flat buffers into the pieces of ``arrays`` (key -> array, in place)."""
+        for p in self.shards[shard]:
+            if p.key not in arrays:
+                continue
+            target = arrays[p.key]
+            part = payload[p.dtype][p.offset:p.offset + p.size]
+            if isinstance(target, np.ndarray):
+                target.reshape(-1)[p.start:p.stop] = part
+            else:  # a CuPy array: one host-to-device copy per piece
+                import cupy
+                target.reshape(-1)[p.start:p.stop] = cupy.asarray(part)
+
+    def views(self, shard: int, buffers: Mapping[str, np.ndarray]) -> list[tuple[Piece, Any]]:
+        """``(piece, view of its range)`` for every piece of a shard's buffers."""
+        return [(p, buffers[p.dtype][p.offset:p.offset + p.size]) for p in self.shards[shard]]

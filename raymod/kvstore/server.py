@@ -1,0 +1,225 @@
+"""``KVServer``: one shard of a dist KVStore, run as a Ray actor.
+
+The server holds the authoritative values of its pieces (see :mod:`raymod.kvstore.layout`)
+in one flat buffer per dtype, and the optimizer state of those pieces. Workers push
+gradients tagged ``(step, slice_id)``:
+
+- ``sync`` mode keeps one contribution per slice (a duplicate, e.g. from a slice recomputed
+  after a worker died, is ignored) and, when the driver calls :meth:`finish` with the step's
+  slice ids, sums them in slice order (so the result does not depend on which worker sent
+  what, or when), runs the optimizer once and publishes the new values as one object;
+- ``async`` mode applies each push as it arrives.
+
+Without an optimizer a push replaces the stored value (MXNet's kvstore rule), which is how
+"servers aggregate, workers update" works: the published object is then the summed gradient.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..optimizer import Optimizer, Updater
+from .compression import dequantize_2bit
+from .layout import Piece
+
+__all__ = ["KVServer"]
+
+
+class KVServer:
+    """One shard's values, optimizer and pending pushes (the body of a Ray actor).
+
+    Parameters
+    ----------
+    shard : int
+        This server's shard number.
+    mode : {'sync', 'async'}
+        Whether pushes wait for :meth:`finish` or apply at once.
+    """
+
+    def __init__(self, shard: int, mode: str = "sync"):
+        if mode not in ("sync", "async"):
+            raise ValueError(f"mode must be 'sync' or 'async', got {mode!r}")
+        self.shard, self.mode = shard, mode
+        self.pieces: list[Piece] = []
+        self.buffers: dict[str, np.ndarray] = {}
+        self.views: list[tuple[Piece, np.ndarray]] = []
+        self.updater: Updater | None = None
+        self.custom: Callable | None = None
+        self.threshold: float | None = None   # 2-bit compression of pushes
+        self.pending: dict[int, dict[int, dict]] = {}
+        self.applied: set = set()             # async: (step, slice) already applied
+        self.version = 0
+        self.steps_done = -1
+        self._published: tuple[int, Any] = (-1, None)
+
+    # ---- keys -----------------------------------------------------------------------------
+    def add(self, pieces: list[Piece], payload: dict[str, np.ndarray]) -> int:
+        """Append new pieces (their values are at their offsets of ``payload``)."""
+        for dtype, values in payload.items():
+            old = self.buffers.get(dtype, np.zeros(0, dtype))
+            grown = np.empty(max(p.offset + p.size for p in pieces if p.dtype == dtype), dtype)
+            grown[:old.size] = old
+            grown[old.size:] = values[old.size:]
+            self.buffers[dtype] = grown
+        self.pieces.extend(pieces)
+        self.views = [(p, self.buffers[p.dtype][p.offset:p.offset + p.size]) for p in self.pieces]
+        self.version += 1
+        return self.version
+
+    def write(self, values: dict) -> int:
+        """Overwrite pieces: ``{key: values of this shard's piece}`` (init of a known key,
+        broadcast)."""
+        for p, w in self.views:
+            if p.key in values:
+                w[...] = values[p.key]
+        self.version += 1
+        return self.version
+
+    # ---- how pushes are applied ---------------------------------------------------------------
+    def set_optimizer(self, optimizer: Optimizer | None) -> None:
+        """Run ``optimizer`` on every aggregated push (None: pushes replace values)."""
+        self.updater = None if optimizer is None else Updater(optimizer)
+        self.custom = None
+
+    def set_updater(self, updater: Callable) -> None:
+        """Call ``updater(key, received, stored)`` per piece instead of an optimizer."""
+        self.updater, self.custom = None, updater
+
+    def set_compression(self, threshold: float | None) -> None:
+        """Pushes arrive 2-bit quantized with this threshold (None: uncompressed)."""
+        self.threshold = threshold
+
+    # ---- pushes -----------------------------------------------------------------------------
+    def push(self, step: int, slice_id: int, payload: dict,
+             num_slices: int | None = None) -> bool | list:
+        """Take one slice's contribution; False if that ``(step, slice)`` was already taken.
+
+        In sync mode, when ``num_slices`` is given and this push brings the step's slices
+        ``0 .. num_slices-1`` all in, the step is finished here and the pusher gets the
+        published ``[ref]`` back (saving the driver a round trip).
+        """
+        if step <= self.steps_done:
+            return False
+        if self.mode == "async":
+            if (step, slice_id) in self.applied:
+                return False
+            self.applied.add((step, slice_id))
+            self._apply(self._all(self._decode(payload)))
+            return True
+        slot = self.pending.setdefault(step, {})
+        if slice_id in slot:
+            return False
+        slot[slice_id] = payload
+        if num_slices is not None and len(slot) == num_slices:
+            return self.finish(step, list(range(num_slices)))
+        return True
+
+    def missing(self, step: int, slice_ids: list[int]) -> list[int]:
+        """Which of ``slice_ids`` have not arrived for ``step``."""
+        slot = self.pending.get(step, {})
+        return [s for s in slice_ids if s not in slot]
+
+    def finish(self, step: int, slice_ids: list[int]) -> list:
+        """Complete a sync step: sum the slices in id order, update, publish.
+
+        Returns ``[ref]`` (the published values' object ref, in a list so that Ray hands
+        the caller the ref rather than the arrays), or raises if a slice is missing.
+        """
+        if step <= self.steps_done:  # a retried finish: the step is already applied
+            return self.published()
+        lost = self.missing(step, slice_ids)
+        if lost:
+            raise RuntimeError(f"shard {self.shard}: step {step} lacks slices {lost}")
+        slot = self.pending.pop(step)
+        total = None
+        for s in sorted(slice_ids):
+            grads = self._decode(slot[s])
+            if total is None:
+                total = {dt: g.copy() for dt, g in grads.items()}
+            else:
+                for dt, g in grads.items():
+                    total[dt] += g
+        self._apply(self._all(total))
+        self.steps_done = step
+        for old in [s for s in self.pending if s <= step]:
+            del self.pending[old]
+        return self.published()
+
+    def apply_now(self, values: dict) -> int:
+        """Apply the driver's own push at once: ``{key: values of this shard's piece}``."""
+        self._apply([(p, w, values[p.key]) for p, w in self.views if p.key in values])
+        return self.version
+
+    def _decode(self, payload: dict) -> dict[str, np.ndarray]:
+        if self.threshold is None:
+            return payload
+        return {dt: dequantize_2bit(packed, (self.buffers[dt].size,), self.threshold,
+                                    dtype=np.dtype(dt))
+                for dt, packed in payload.items()}
+
+    def _apply(self, triples: list) -> None:
+        """Update ``(piece, stored view, received)`` triples: optimizer, custom updater, or
+        replacement."""
+        if self.updater is not None:
+            self.updater([p.key for p, _, _ in triples], [g for _, _, g in triples],
+                         [w for _, w, _ in triples])
+        elif self.custom is not None:
+            for p, w, g in triples:
+                self.custom(p.key, g, w)
+        else:
+            for _, w, g in triples:
+                w[...] = g
+        self.version += 1
+
+    def _all(self, grads: dict[str, np.ndarray]) -> list:
+        return [(p, w, grads[p.dtype][p.offset:p.offset + p.size]) for p, w in self.views]
+
+    # ---- reading ----------------------------------------------------------------------------
+    def published(self) -> list:
+        """``[ref]`` to an immutable copy of the current values, put once per version."""
+        import ray
+        version, ref = self._published
+        if version != self.version:
+            ref = ray.put(self.buffers)
+            self._published = (self.version, ref)
+        return [ref]
+
+    def pull(self) -> dict[str, np.ndarray]:
+        """The current values (copied to the caller)."""
+        return self.buffers
+
+    def read(self, keys: list) -> dict:
+        """``{key: values of this shard's piece}`` for the pieces of ``keys`` held here."""
+        wanted = set(keys)
+        return {p.key: w for p, w in self.views if p.key in wanted}
+
+    # ---- optimizer states -------------------------------------------------------------------
+    def get_optimizer_states(self) -> bytes:
+        """The updater's states of this shard's pieces (``Updater.get_states`` bytes)."""
+        if self.updater is None:
+            raise RuntimeError("no optimizer on this kvstore server")
+        return self.updater.get_states()
+
+    def set_optimizer_states(self, states: bytes) -> None:
+        """Load states produced by :meth:`get_optimizer_states`."""
+        if self.updater is None:
+            raise RuntimeError("no optimizer on this kvstore server")
+        self.updater.set_states(states)
+
+    # ---- recovery ---------------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        """Everything needed to rebuild this server: values, optimizer states, progress."""
+        return {"buffers": {dt: b.copy() for dt, b in self.buffers.items()},
+                "optimizer_states": None if self.updater is None else self.updater.get_states(),
+                "steps_done": self.steps_done, "version": self.version}
+
+    def restore(self, snap: dict) -> None:
+        """Return to a :meth:`snapshot` (pieces and optimizer must already be set)."""
+        for dt, b in snap["buffers"].items():
+            self.buffers[dt][...] = b
+        if self.updater is not None and snap["optimizer_states"] is not None:
+            self.updater.set_states(snap["optimizer_states"])
+        self.steps_done = snap["steps_done"]
+        self.pending = {s: v for s, v in self.pending.items() if s > self.steps_done}
+        self.version = snap["version"] + 1
