@@ -7,5 +7,6 @@ from .base_module import BaseModule
 from .bucketing_module import BucketingModule
 from .lifecycle import Stage, StageError
 from .module import Module
+from .svrg_module import SVRGModule
 
-__all__ = ["BaseModule", "BucketingModule", "Module", "Stage", "StageError"]
+__all__ = ["BaseModule", "BucketingModule", "Module", "Stage", "StageError", "SVRGModule"]

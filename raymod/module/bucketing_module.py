@@ -355,6 +355,13 @@ compression_params
         self._switch_to_batch(data_batch)
         self._curr_module.forward(data_batch, is_train=is_train)
 
+    def _fit_batch(self, data_batch: Any, eval_metric: Any) -> None:
+        """Train on one batch in its bucket's module (on workers: one call per worker)."""
+        self._require(Stage.OPTIMIZER_READY, "fit")
+        self._switch_to_batch(data_batch)
+        self._params_dirty = True
+        self._curr_module._fit_batch(data_batch, eval_metric)
+
     def backward(self, out_grads: Any = None) -> None:
         """Backward pass of the current bucket (see :meth:`Module.backward`)."""
         self._require(Stage.PARAMS_READY, "backward")

@@ -203,8 +203,8 @@ class Module(BaseModule):
             self._exec_group = None
             self._stage = Stage.PARAMS_LOADED if self._stage.params_initialized else Stage.CREATED
 
-    @staticmethod
-    def load(prefix: str, epoch: int, load_optimizer_states: bool = False,
+    @classmethod
+    def load(cls, prefix: str, epoch: int, load_optimizer_states: bool = False,
              **kwargs: Any) -> "Module":
         """A module holding a saved checkpoint's symbol and parameters (bind it next).
 
@@ -231,7 +231,7 @@ class Module(BaseModule):
         if load_optimizer_states and not os.path.exists(states):
             raise FileNotFoundError(f"optimizer states {states!r} not found (save with "
                                     "save_optimizer_states=True)")
-        mod = Module(symbol=symbol, **kwargs)
+        mod = cls(symbol, **kwargs)
         mod._arg_params, mod._aux_params = arg_params, aux_params
         mod._stage = mod._stage.after_params()
         mod._preload_opt_states = states if load_optimizer_states else None

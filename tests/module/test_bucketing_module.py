@@ -303,3 +303,22 @@ def test_input_grads_and_outputs_come_from_the_current_bucket():
     np.testing.assert_allclose(mod.get_input_grads()[0], [1.0, 1.0, 1.0])
     # unnamed ops get the same automatic name in every bucket (fresh NameManager per sym_gen)
     assert mod.output_names == ["make_loss0_output"] == mod._buckets[10].output_names
+
+
+@pytest.mark.ray
+def test_on_two_workers_matches_one_process(ray_cluster, close_modules):
+    results = []
+    for workers in (None, 2):
+        rm.random.seed(5)
+        it = _lm_iter(n=300)
+        mod = BucketingModule(_lm_sym_gen(), default_bucket_key=it.default_bucket_key,
+                              workers=workers)
+        ppl = _fit(mod, it, num_epoch=2)
+        results.append((ppl, {k: v.copy() for k, v in mod.get_params()[0].items()}))
+        if workers:
+            close_modules(mod._buckets[it.default_bucket_key])
+    (ppl1, args1), (ppl2, args2) = results
+    np.testing.assert_allclose(ppl1, ppl2, rtol=1e-4)
+    for name in args1:
+        scale = np.abs(args1[name]).max()
+        np.testing.assert_allclose(args1[name], args2[name], atol=1e-4 * scale, err_msg=name)
