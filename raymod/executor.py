@@ -195,9 +195,22 @@ class Executor:
         self.arg_dict = dict(zip(self._arg_names, arg_arrays))
         self.grad_dict = {n: g for n, g in zip(self._arg_names, grad_arrays) if g is not None}
         self.aux_dict = dict(zip(self._aux_names, aux_arrays))
-        self._values: list = [None] * len(plan.slot_shapes)
+        # one spare slot past the graph's always holds None: backward reads it for the values
+        # an op does not retain, so gathering them is a plain lookup
+        self._values: list = [None] * (len(plan.slot_shapes) + 1)
         for slot, array in zip(plan.arg_slots, arg_arrays):  # pinned: never freed
             self._values[slot] = array
+        none = len(plan.slot_shapes)
+        self._backward_steps = [
+            (i, st, tuple(s if k else none for s, k in zip(st.inputs, st.keep_in)),
+             tuple(s if k else none for s, k in zip(st.outputs, st.keep_out)),
+             tuple((k, s) for k, (s, need) in enumerate(zip(st.inputs, st.need_grad)) if need),
+             {"grad_out": [grad_arrays[k] if k >= 0 else None for k in st.grad_out]}
+             if st.grad_out else {})
+            for i, st in reversed(list(enumerate(plan.steps))) if st.has_backward]
+        self._grad_targets = [(name, s, g, grad_req[name] == "write")
+                              for name, s, g in zip(self._arg_names, plan.arg_slots, grad_arrays)
+                              if g is not None]
         self._saved: list = [None] * len(plan.steps)
         self._trained = False
         # default head gradients: None for loss heads (they ignore it), ones otherwise
@@ -346,13 +359,14 @@ class Executor:
             target[...] = xp.asarray(value)
         plan, vals, saved, aux = self.plan, self._values, self._saved, self.aux_arrays
         free = plan.free_train if is_train else plan.free_infer
+        monitor = self._monitor
         with self._ctx.scope():
             for i, st in enumerate(plan.steps):
                 outs, saved[i] = st.forward(xp, [vals[s] for s in st.inputs],
                                             [aux[k] for k in st.aux], is_train)
                 for s, o in zip(st.outputs, outs):
                     vals[s] = o
-                if self._monitor is not None:
+                if monitor is not None:
                     self._report(st, outs)
                 for s in free[i]:
                     vals[s] = None
@@ -368,7 +382,7 @@ class Executor:
         """
         if not self._trained:
             raise MXNetError("backward needs a forward(is_train=True) first")
-        xp, plan, vals = self._xp, self.plan, self._values
+        xp, plan, vals, saved = self._xp, self.plan, self._values, self._saved
         grads: list = [None] * len(plan.slot_shapes)
         if out_grads is not None:
             if not isinstance(out_grads, (list, tuple)):
@@ -385,44 +399,36 @@ class Executor:
             for s, g in zip(plan.head_slots, self._head_defaults):
                 grads[s] = g
         with self._ctx.scope():
-            for i in range(len(plan.steps) - 1, -1, -1):
-                st = plan.steps[i]
-                if not st.has_backward:
-                    continue
+            for i, st, kept_in, kept_out, grad_inputs, extra in self._backward_steps:
                 ogs = [grads[s] for s in st.outputs]
-                if not st.op.is_loss:
+                if not st.op.is_loss and any(g is None for g in ogs):
                     if all(g is None for g in ogs):
                         continue
                     ogs = [self._zeros_like_slot(s) if g is None else g
                            for s, g in zip(st.outputs, ogs)]
-                extra = {}
-                if st.grad_out:
-                    extra["grad_out"] = [self.grad_arrays[k] if k >= 0 else None
-                                         for k in st.grad_out]
-                in_grads = st.op.backward(
-                    xp, ogs, [vals[s] if k else None for s, k in zip(st.inputs, st.keep_in)],
-                    [vals[s] if k else None for s, k in zip(st.outputs, st.keep_out)],
-                    self._saved[i], list(st.need_grad), **extra)
-                for s, g, need in zip(st.inputs, in_grads, st.need_grad):
-                    if need and g is not None:
+                in_grads = st.op.backward(xp, ogs, [vals[s] for s in kept_in],
+                                          [vals[s] for s in kept_out], saved[i],
+                                          list(st.need_grad), **extra)
+                for k, s in grad_inputs:
+                    g = in_grads[k]
+                    if g is not None:
                         grads[s] = g if grads[s] is None else grads[s] + g
                 for s in st.outputs:
                     grads[s] = None
-            for name, s, target in zip(self._arg_names, plan.arg_slots, self.grad_arrays):
-                if target is None:
-                    continue
+            for name, s, target, write in self._grad_targets:
                 g = grads[s]
-                if g is not None and tuple(g.shape) != tuple(target.shape):
-                    raise MXNetError(f"backward: gradient of {name!r} has shape "
-                                     f"{tuple(g.shape)}, expected {tuple(target.shape)}")
                 if g is target:  # the op wrote it in place (grad_out)
                     continue
-                if self._grad_req[name] == "write":
-                    if g is None:
+                if g is None:
+                    if write:
                         target[...] = 0
-                    else:
-                        target[...] = g
-                elif g is not None:
+                    continue
+                if tuple(g.shape) != tuple(target.shape):
+                    raise MXNetError(f"backward: gradient of {name!r} has shape "
+                                     f"{tuple(g.shape)}, expected {tuple(target.shape)}")
+                if write:
+                    target[...] = g
+                else:
                     target += g
 
     def forward_backward(self, **kwargs) -> list:

@@ -226,8 +226,10 @@ class RayExecutorGroup:
         self.pool.broadcast("set_updater_states", blob, key="updater_states")
 
     # ---- the fused step -----------------------------------------------------------------------
-    def train_step(self, batch: Any, metric: Any = None) -> None:
-        """One training step on the workers: forward, backward, push, update, metric."""
+    def train_step(self, batch: Any, metric: Any = None, svrg: bool = False) -> None:
+        """One training step on the workers: forward, backward, push, update, metric.
+
+        With ``svrg`` the workers push ``g(w) - g(w~)`` (see :meth:`full_gradient`)."""
         st = self.state
         if st.kv is None:
             raise MXNetError("train_step needs init_optimizer first (no kvstore attached)")
@@ -235,8 +237,15 @@ class RayExecutorGroup:
         tasks = self._tasks(batch, self.slices(self.pool.spec.slices), labels=True)
         step, weights = st.step, st.weights
         t0 = time.perf_counter()
-        results, published = self._dispatch(
-            tasks, lambda ts: ("run_step", step, ts, weights, metric))
+        results, published = {}, {}
+
+        def collect(out: dict, chunk: list) -> None:
+            published.update(out["published"])
+            for t in chunk:
+                results[t["slice"]] = {"metric": out["metrics"].get(t["slice"]),
+                                       "seconds": out["seconds"], "rank": out["rank"]}
+
+        self._dispatch(tasks, lambda ts: ("run_step", step, ts, weights, metric, svrg), collect)
         self._finish(step, [t["slice"] for t in tasks], published)
         st.timings.add(time.perf_counter() - t0, results.values())
         if metric is not None:
@@ -255,19 +264,18 @@ class RayExecutorGroup:
             st.weights = ("latest", None)
         st.step += 1
 
-    def _dispatch(self, tasks: list[dict], call: Callable) -> tuple[dict, dict]:
-        """Run ``tasks`` on the live workers; slices of a worker that dies are re-run by others.
+    def _dispatch(self, tasks: list[dict], call: Callable, collect: Callable) -> None:
+        """Run ``tasks`` on the live workers; tasks of a worker that dies are re-run by others.
 
-        ``call(tasks_of_one_worker)`` gives ``(method, *args)``. Returns ``(per slice:
-        {'metric': state, 'seconds': the worker's phase timings}, {shard: published ref})``.
+        ``call(tasks_of_one_worker)`` gives ``(method, *args)``; ``collect(result, tasks)``
+        takes each worker's answer.
         """
-        num = len(tasks)
         for t in tasks:
-            t["num_slices"] = num
-        pending, results, published = list(tasks), {}, {}
+            t["num_slices"] = len(tasks)
+        pending = list(tasks)
         for _ in range(MAX_STEP_ATTEMPTS):
             if not pending:
-                return results, published
+                return
             refs = {}
             for rank, chunk in self._assign(pending).items():
                 method, *args = call(chunk)
@@ -280,16 +288,40 @@ class RayExecutorGroup:
                     self.pool.lost(rank, err)
                     pending.extend(chunk)
                     continue
-                published.update(out.get("published", {}))
-                for t in chunk:
-                    results[t["slice"]] = {"metric": out["metrics"].get(t["slice"]),
-                                           "seconds": out["seconds"], "rank": rank}
+                collect(out, chunk)
             if pending and len(self.pool) < self.pool.spec.min_workers:
                 self.pool.wait_for(self.pool.spec.min_workers, self.pool.spec.start_timeout)
             if pending and not len(self.pool):
                 raise MXNetError("every worker died during the step")
         raise MXNetError(f"step slices {[t['slice'] for t in pending]} still failing after "
                          f"{MAX_STEP_ATTEMPTS} attempts")
+
+    # ---- SVRG -------------------------------------------------------------------------------
+    def full_gradient(self, batches: Any) -> tuple[dict, float]:
+        """SVRG's snapshot and full-gradient pass over ``batches``, spread over the workers.
+
+        Every worker keeps the current weights as its snapshot ``w~``; then each worker
+        sums the gradients of a contiguous run of whole batches at ``w~`` (a lost worker's
+        run is recomputed by the others). Returns the summed gradients (added in batch order
+        of the runs) and the batch count for the mean.
+        """
+        st = self.state
+        self.pool.broadcast("take_snapshot", st.weights, key="snapshot")
+        tasks = []
+        for i, batch in enumerate(batches):
+            task = self._tasks(batch, [slice(0, self.batch_size)], labels=True)[0]
+            task.update(slice=i, pad=getattr(batch, "pad", None) or 0)
+            tasks.append(task)
+        if not tasks:
+            raise ValueError("update_full_grads: train_data yielded no batches")
+        partials = {}
+        self._dispatch(tasks, lambda ts: ("full_grad", ts, st.weights),
+                       lambda out, chunk: partials.__setitem__(chunk[0]["slice"], out))
+        sums: dict = {}
+        for first in sorted(partials):
+            for name, g in partials[first]["sums"].items():
+                sums[name] = g.copy() if name not in sums else sums[name] + g
+        return sums, sum(p["count"] for p in partials.values())
 
     def _assign(self, tasks: list[dict]) -> dict[int, list[dict]]:
         """Contiguous runs of slices per live worker, as even as possible."""

@@ -65,6 +65,7 @@ class Worker:
         self.local_updater: Updater | None = None  # servers aggregate, this worker updates
         self.version = -1
         self.monitor = None
+        self.snapshot: list | None = None          # SVRG's w~, per parameter and device
         self.last: list[tuple[dict, DataParallelExecutorGroup, DataBatch]] = []
 
     def ready(self) -> dict:
@@ -144,8 +145,12 @@ class Worker:
 
     # ---- one step -----------------------------------------------------------------------------
     def run_step(self, step: int, tasks: list[dict], weights: tuple | None,
-                 metric: Any = None) -> dict:
-        """Forward, backward and push every slice in ``tasks``; returns metric states."""
+                 metric: Any = None, svrg: bool = False) -> dict:
+        """Forward, backward and push every slice in ``tasks``; returns metric states.
+
+        With ``svrg`` the pushed gradient is ``g(w) - g(w~)`` on the slice, ``w~`` being the
+        snapshot taken by :meth:`take_snapshot` (the servers add the full gradient).
+        """
         clock = _Clock()
         self.refresh(weights)
         clock.lap("refresh")
@@ -153,8 +158,13 @@ class Worker:
         for task in tasks:
             group, batch = self._forward(task, True)
             group.backward()
+            grads = self._grads(group)
+            if svrg:
+                at_w = {n: g.copy() for n, g in grads.items()}  # the next pass reuses them
+                at_snapshot = self._snapshot_grads(task)
+                grads = {n: at_w[n] - at_snapshot[n] for n in at_w}
             clock.lap("compute")
-            published.update(self._push(step, task["slice"], group, task.get("num_slices")))
+            published.update(self._push(step, task["slice"], grads, task.get("num_slices")))
             clock.lap("push")
             if metric is not None:
                 states[task["slice"]] = self._metric_state(metric, group, batch.label)
@@ -219,11 +229,9 @@ class Worker:
                              [take_rows(a, rows) for a in label])
         return DataBatch(task["data"], task.get("label") or [])
 
-    def _push(self, step: int, slice_id: int, group: DataParallelExecutorGroup,
-              num_slices: int | None = None) -> dict:
-        """Push one slice's gradient to every shard; returns ``{shard: ref}`` of the shards
-        this push completed (their new values)."""
-        import ray
+    @staticmethod
+    def _grads(group: DataParallelExecutorGroup) -> dict:
+        """Each trainable parameter's gradient summed over the devices, on the host."""
         grads = {}
         for name, per_device in zip(group.param_names, group.grad_arrays):
             if per_device[0] is None:
@@ -232,6 +240,13 @@ class Worker:
             for g in per_device[1:]:
                 total = total + as_numpy(g)
             grads[name] = total
+        return grads
+
+    def _push(self, step: int, slice_id: int, grads: dict,
+              num_slices: int | None = None) -> dict:
+        """Push one slice's gradients to every shard; returns ``{shard: ref}`` of the shards
+        this push completed (their new values)."""
+        import ray
         acks = []
         for shard, server in enumerate(self.servers):
             payload = self.layout.pack(shard, grads, out=self.pack_buffers[shard])
@@ -248,6 +263,46 @@ class Worker:
         metric.reset()
         group.update_metric(metric, labels)
         return metric.state()
+
+    # ---- SVRG ---------------------------------------------------------------------------------
+    def take_snapshot(self, weights: tuple | None) -> None:
+        """Keep a copy of the current parameters as SVRG's snapshot ``w~``."""
+        self.refresh(weights)
+        self.snapshot = [[a.copy() for a in per_device] for per_device in self.root.param_arrays]
+
+    def _swap_params(self, values: list) -> list:
+        """Put ``values`` (per parameter, per device) into the parameter arrays; returns the
+        previous values."""
+        previous = []
+        for arrays, new in zip(self.root.param_arrays, values):
+            previous.append([a.copy() for a in arrays])
+            for a, v in zip(arrays, new):
+                a[...] = v
+        return previous
+
+    def _snapshot_grads(self, task: dict) -> dict:
+        """Gradients of the task's slice at the snapshot weights."""
+        current = self._swap_params(self.snapshot)
+        try:
+            group, _ = self._forward(task, True)
+            group.backward()
+            return self._grads(group)
+        finally:
+            self._swap_params(current)
+
+    def full_grad(self, tasks: list[dict], weights: tuple | None) -> dict:
+        """Summed gradients (float64) at the current weights over whole batches, and their
+        count (a padded batch counts ``1 - pad/batch_size``, as MXNet)."""
+        self.refresh(weights)
+        sums: dict = {}
+        count = 0.0
+        for task in tasks:
+            group, batch = self._forward(task, True)
+            group.backward()
+            for name, g in self._grads(group).items():  # float64: order barely matters
+                sums[name] = g.astype(np.float64) if name not in sums else sums[name] + g
+            count += 1.0 - task.get("pad", 0) / group.batch_size
+        return {"sums": sums, "count": count}
 
     # ---- the step in separate calls (Module.forward / backward / update) -------------------------
     def forward(self, tasks: list[dict], weights: tuple | None, is_train: bool) -> None:
@@ -267,7 +322,8 @@ class Worker:
         """Push the gradients of the last backward."""
         published = {}
         for task, group, _ in self.last:
-            published.update(self._push(step, task["slice"], group, task.get("num_slices")))
+            published.update(self._push(step, task["slice"], self._grads(group),
+                                        task.get("num_slices")))
         return published
 
     def outputs(self) -> list:

@@ -77,6 +77,7 @@ class DistKVStore(KVStoreBase):
         self._updater: Callable | None = None
         self._compression: GradientCompression | None = None
         self._weights: tuple[int, list] | None = None
+        self._corrections: dict = {}
         self._version = 0
         self.num_workers_attached = 1
 
@@ -109,6 +110,30 @@ class DistKVStore(KVStoreBase):
         if known:
             calls += self._per_shard("write", known)
         self._ray.get(calls)
+        self._weights = None
+
+    def add_correction_keys(self, pairs: dict) -> None:
+        """Create ``pairs[k]`` (zeros shaped like key ``k``) as the correction of ``k``:
+        the servers add its value to ``k``'s aggregated gradient before every update.
+
+        SVRG keeps its full gradient this way. Correction keys are placed on the same
+        shards and ranges as their keys; set them with :meth:`push` (which the optimizer
+        must treat as assignment) or :meth:`init`.
+        """
+        added: dict[int, list] = {}
+        for key, extra in pairs.items():
+            self._check_known(key, [], "add_correction_keys")
+            shape, dtype, _ = self.layout.keys[key]
+            for shard, piece in self.layout.add(extra, shape, dtype, like=key):
+                added.setdefault(shard, []).append(piece)
+        zeros = {extra: np.zeros(self.layout.keys[key][0], self.layout.keys[key][1])
+                 for key, extra in pairs.items()}
+        calls = [self.servers[shard].add.remote(
+            pieces, self.layout.pack(shard, {**self._current_values(shard, pieces), **zeros}))
+            for shard, pieces in added.items()]
+        self._ray.get(calls)
+        self._corrections.update(pairs)
+        self._ray.get([s.set_corrections.remote(self._corrections) for s in self.servers])
         self._weights = None
 
     def _current_values(self, shard: int, new_pieces: list) -> dict:

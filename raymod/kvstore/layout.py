@@ -58,15 +58,22 @@ class ShardLayout:
         self.sizes: list[dict[str, int]] = [{} for _ in range(num_shards)]
         self.keys: dict[Any, tuple[tuple, str, int]] = {}  # key -> (shape, dtype, index)
 
-    def add(self, key: Any, shape: tuple, dtype: Any) -> list[tuple[int, Piece]]:
-        """Place a new key; returns its ``(shard, piece)`` list."""
+    def add(self, key: Any, shape: tuple, dtype: Any,
+            like: Any = None) -> list[tuple[int, Piece]]:
+        """Place a new key; returns its ``(shard, piece)`` list.
+
+        With ``like`` (a key of the same size), the new key's pieces go to the same shards
+        and element ranges, so a server holds both halves of every pair it combines.
+        """
         if key in self.keys:
             raise KeyError(f"key {key!r} is already laid out")
         dtype = np.dtype(dtype).str
         size = int(np.prod(shape, dtype=np.int64))
         index = len(self.keys)
         self.keys[key] = (tuple(shape), dtype, index)
-        if size > self.big_array_bound and self.num_shards > 1:
+        if like is not None:
+            ranges = [(s, p.start, p.stop) for s, p in self.pieces_of(like)]
+        elif size > self.big_array_bound and self.num_shards > 1:
             bounds = np.linspace(0, size, self.num_shards + 1).astype(np.int64)
             ranges = [(s, int(bounds[s]), int(bounds[s + 1])) for s in range(self.num_shards)]
         else:
@@ -94,6 +101,8 @@ class ShardLayout:
         """Copy the shard's pieces of ``arrays`` (key -> array) into its flat buffers."""
         out = self.buffers(shard) if out is None else out
         for p in self.shards[shard]:
+            if p.key not in arrays:  # keys this payload does not carry stay as they are
+                continue
             flat = arrays[p.key].reshape(-1)
             out[p.dtype][p.offset:p.offset + p.size] = as_numpy(flat[p.start:p.stop])
         return out

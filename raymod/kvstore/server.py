@@ -49,6 +49,7 @@ class KVServer:
         self.threshold: float | None = None   # 2-bit compression of pushes
         self.pending: dict[int, dict[int, dict]] = {}
         self.applied: set = set()             # async: (step, slice) already applied
+        self.corrections: dict = {}           # parameter key -> key added to its gradient
         self.version = 0
         self.steps_done = -1
         self._published: tuple[int, Any] = (-1, None)
@@ -85,6 +86,11 @@ class KVServer:
     def set_updater(self, updater: Callable) -> None:
         """Call ``updater(key, received, stored)`` per piece instead of an optimizer."""
         self.updater, self.custom = None, updater
+
+    def set_corrections(self, pairs: dict) -> None:
+        """Add key ``pairs[k]``'s value to key ``k``'s aggregated gradient before each
+        update (SVRG's full gradient); correction keys change only by direct pushes."""
+        self.corrections = dict(pairs)
 
     def set_compression(self, threshold: float | None) -> None:
         """Pushes arrive 2-bit quantized with this threshold (None: uncompressed)."""
@@ -173,7 +179,21 @@ class KVServer:
         self.version += 1
 
     def _all(self, grads: dict[str, np.ndarray]) -> list:
-        return [(p, w, grads[p.dtype][p.offset:p.offset + p.size]) for p, w in self.views]
+        """Triples for a step's aggregated gradient: every key but correction keys, each
+        plus its correction when it has one."""
+        if not self.corrections:
+            return [(p, w, grads[p.dtype][p.offset:p.offset + p.size]) for p, w in self.views]
+        skip = set(self.corrections.values())
+        extra = {(p.key, p.start): w for p, w in self.views if p.key in skip}
+        triples = []
+        for p, w in self.views:
+            if p.key in skip:
+                continue
+            g = grads[p.dtype][p.offset:p.offset + p.size]
+            if p.key in self.corrections:
+                g = g + extra[(self.corrections[p.key], p.start)]
+            triples.append((p, w, g))
+        return triples
 
     # ---- reading ----------------------------------------------------------------------------
     def published(self) -> list:

@@ -771,7 +771,11 @@ class Module(BaseModule):
         if tuple(tuple(a.shape) for a in data) != tuple(d.shape for d in self._data_shapes):
             self.reshape(*self._shapes_of(data_batch, data))
         self._params_dirty = True
-        self._exec_group.train_step(data_batch, eval_metric)
+        self._exec_group.train_step(data_batch, eval_metric, **self._remote_step_options())
+
+    def _remote_step_options(self) -> dict:
+        """Extra options of this module's fused worker step (SVRGModule adds its own)."""
+        return {}
 
     def get_outputs(self, merge_multi_context: bool = True) -> list:
         """Outputs of the last forward pass.

@@ -134,7 +134,6 @@ class SVRGModule(Module):
             raise ValueError(f"SVRGModule: parameter names {reserved} start with "
                              f"{FULL_GRAD_PREFIX!r}, which is reserved for full-gradient keys")
         self.update_freq = int(update_freq)
-        self._workers = workers
         self._mod_aux = Module(**args)  # holds the snapshot weights w~
         self._ctx_len = len(self._context)
         self._param_dict: list[dict] | None = None  # per device: name -> this device's mu
@@ -152,7 +151,7 @@ class SVRGModule(Module):
         ignored = self.binded and not force_rebind  # Module warns and returns
         super().bind(data_shapes, label_shapes, for_training, inputs_need_grad, force_rebind,
                      shared_module, grad_req)
-        if for_training and not ignored:
+        if for_training and not ignored and not self._remote:  # workers keep w~ themselves
             shared_aux = shared_module._mod_aux if isinstance(shared_module, SVRGModule) else None
             self._mod_aux.bind(data_shapes, label_shapes, True, False, force_rebind,
                                shared_aux, grad_req)
@@ -178,7 +177,13 @@ class SVRGModule(Module):
         if ignored:
             return
         self._param_dict = None
-        if self._kvstore is not None:
+        if self._remote:  # mu lives on the servers, added to each step's gradient there
+            self._kvstore.add_correction_keys(
+                {name: full_grad_key(name) for name in self._param_names
+                 if name not in self._fixed_param_names})
+            self._exec_group.attach_kvstore(self._kvstore, self._update_on_kvstore,
+                                            self._optimizer)
+        elif self._kvstore is not None:
             for name, grads in zip(self._exec_group.param_names, self._exec_group.grad_arrays):
                 if grads[0] is not None:
                     self._kvstore.init(full_grad_key(name),
@@ -206,6 +211,15 @@ class SVRGModule(Module):
             The training data; it is reset first and left exhausted.
         """
         self._require(Stage.OPTIMIZER_READY, "update_full_grads")
+        if self._remote:
+            train_data.reset()
+            sums, count = self._exec_group.full_gradient(train_data)
+            means = {name: (total / count).astype(self._arg_params[name].dtype)
+                     for name, total in sums.items()}
+            # the servers' optimizer assigns full-gradient keys: mu replaces the old one
+            self._kvstore.push([full_grad_key(n) for n in means], list(means.values()))
+            self._param_dict = [means]
+            return
         if not self._mod_aux.binded:
             raise StageError("call bind(..., for_training=True) before update_full_grads")
         arg_params, aux_params = self.get_params()
@@ -277,6 +291,10 @@ class SVRGModule(Module):
         """
         self._require(Stage.PARAMS_READY, "forward")
         training = self.for_training if is_train is None else is_train
+        if training and self._remote:
+            raise NotImplementedError("SVRGModule on workers trains through fit(), which runs "
+                                      "each step as one call per worker; forward(is_train="
+                                      "False) works for inference")
         if training:
             self._require_full_grads("a training forward")
         self._aux_step = None
@@ -312,6 +330,11 @@ class SVRGModule(Module):
                 g -= s  # in place: the kvstore and updater read these very arrays
                 g += self._param_dict[k][name]
         super().update()
+
+    def _remote_step_options(self) -> dict:
+        """Workers push ``g(w) - g(w~)``; the servers add ``mu``."""
+        self._require_full_grads("a training step")
+        return {"svrg": True}
 
     def prepare(self, data_batch: Any, sparse_row_id_fn: Any = None) -> None:
         """Prepare both modules for the next batch (see :meth:`Module.prepare`)."""

@@ -361,9 +361,11 @@ class Optimizer:
         state : object or list
             What :meth:`create_state` returned for this weight.
         """
-        for idx, w, g, s in self._each(index, weight, grad, state):
-            self._update_count(idx)
-            self._update_one(idx, w, g, s)
+        if isinstance(index, (list, tuple)):
+            self._update_many(*self._lists(index, weight, grad, state))
+        else:
+            self._update_count(index)
+            self._update_one(index, weight, grad, state)
 
     def update_multi_precision(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         """Like :meth:`update`, through the float32 master copy for float16 weights.
@@ -373,8 +375,11 @@ class Optimizer:
         index, weight, grad, state
             As in :meth:`update`, with ``state`` from :meth:`create_state_multi_precision`.
         """
+        if not self.multi_precision:  # no master copies: lists go to update() whole
+            self.update(index, weight, grad, state)
+            return
         for idx, w, g, s in self._each(index, weight, grad, state):
-            if self.multi_precision and w.dtype == np.float16:
+            if w.dtype == np.float16:
                 master, inner = s
                 self.update(idx, master, g.astype(np.float32), inner)
                 w[...] = master
@@ -382,16 +387,27 @@ class Optimizer:
                 self.update(idx, w, g, s)
 
     @staticmethod
-    def _each(index: Any, weight: Any, grad: Any, state: Any) -> Iterator[tuple]:
-        """Pair up single items, or equal-length lists, of indices/weights/grads/states."""
+    def _lists(index: Any, weight: Any, grad: Any, state: Any) -> tuple[list, list, list, list]:
+        """Equal-length lists of indices/weights/grads/states (a single item: lists of one)."""
         if not isinstance(index, (list, tuple)):
-            yield index, weight, grad, state
-            return
+            return [index], [weight], [grad], [state]
         weights, grads, states = list(weight), list(grad), list(state)
         if not len(index) == len(weights) == len(grads) == len(states):
             raise ValueError(f"got {len(index)} indices, {len(weights)} weights, "
                              f"{len(grads)} grads and {len(states)} states")
-        yield from zip(index, weights, grads, states)
+        return list(index), weights, grads, states
+
+    @staticmethod
+    def _each(index: Any, weight: Any, grad: Any, state: Any) -> Iterator[tuple]:
+        """Pair up single items, or equal-length lists, of indices/weights/grads/states."""
+        return zip(*Optimizer._lists(index, weight, grad, state))
+
+    def _update_many(self, indices: list, weights: list, grads: list, states: list) -> None:
+        """Update several weights, counting each just before its update; optimizers whose
+        rule can share the per-call work (SGD) override this."""
+        for idx, w, g, s in zip(indices, weights, grads, states):
+            self._update_count(idx)
+            self._update_one(idx, w, g, s)
 
     def _update_one(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         """The update rule for one weight; the count is already incremented."""

@@ -6,6 +6,7 @@ per-parameter rate and decay (multipliers applied).
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,9 @@ from .. import random as _random
 from .optimizer import Optimizer, _REGISTRY, get_array_module
 
 __all__ = ["SGD", "NAG", "Signum", "SGLD", "Test"]
+
+#: environment variable: how many weights SGD updates per call (MXNet's name; default 4)
+AGGREGATION_SIZE_ENV = "MXNET_OPTIMIZER_AGGREGATION_SIZE"
 
 
 @Optimizer.register
@@ -38,6 +42,8 @@ class SGD(Optimizer):
         super().__init__(**kwargs)
         self.momentum = momentum
         self.lazy_update = lazy_update
+        # the Updater hands this many weights to one update call (MXNet's variable and default)
+        self.aggregate_num = int(os.environ.get(AGGREGATION_SIZE_ENV, "4"))
 
     def create_state(self, index: Any, weight: Any) -> Any:
         """The momentum buffer (zeros like ``weight``), or None without momentum."""
@@ -46,8 +52,18 @@ class SGD(Optimizer):
         return get_array_module(weight).zeros_like(weight)
 
     def _update_one(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
+        self._step(weight, grad, state, self._get_lr(index), self._get_wd(index))
+
+    def _update_many(self, indices: list, weights: list, grads: list, states: list) -> None:
+        # as MXNet's multi_sgd_update: count every index, then read all the rates at once
+        self._update_count(indices)
+        for w, g, s, lr, wd in zip(weights, grads, states, self._get_lrs(indices),
+                                   self._get_wds(indices)):
+            self._step(w, g, s, lr, wd)
+
+    def _step(self, weight: Any, grad: Any, state: Any, lr: float, wd: float) -> None:
+        """The update of one weight at rate ``lr`` and decay ``wd``."""
         xp = get_array_module(weight)
-        lr, wd = self._get_lr(index), self._get_wd(index)
         if self._clipping():
             g = self._grad(xp, grad, weight)
             g *= lr

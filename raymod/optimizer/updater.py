@@ -102,6 +102,10 @@ class Updater:
     states_synced : dict
         Index -> whether the state is known to be on its weight's device (false after
         :meth:`set_states` until the index is next updated).
+    aggregate_updates : bool
+        Whether the optimizer takes several weights per call (its ``aggregate_num`` > 0,
+        as SGD's): weights of one dtype then go to it in lists of up to ``aggregate_num``,
+        as MXNet does.
     """
 
     def __init__(self, optimizer: Optimizer):
@@ -110,7 +114,7 @@ class Updater:
         self.optimizer = optimizer
         self.states: dict = {}
         self.states_synced: dict = {}
-        self.aggregate_updates = False
+        self.aggregate_updates = optimizer.aggregate_num > 0
 
     def __call__(self, index: Any, grad: Any, weight: Any) -> None:
         """Update ``weight`` in place from ``grad`` (or each of lists of them).
@@ -137,8 +141,18 @@ class Updater:
             elif not self.states_synced.get(idx, False):
                 self.states[idx] = self.sync_state_context(self.states[idx], w)
                 self.states_synced[idx] = True
-        for idx, g, w in zip(indices, grads, weights):
-            self.optimizer.update_multi_precision(idx, w, g, self.states[idx])
+        if not self.aggregate_updates:
+            for idx, g, w in zip(indices, grads, weights):
+                self.optimizer.update_multi_precision(idx, w, g, self.states[idx])
+            return
+        by_dtype: dict = {}
+        for item in zip(indices, grads, weights):
+            by_dtype.setdefault(item[2].dtype, []).append(item)
+        size = self.optimizer.aggregate_num
+        for items in by_dtype.values():
+            for start in range(0, len(items), size):
+                idx, g, w = (list(c) for c in zip(*items[start:start + size]))
+                self.optimizer.update_multi_precision(idx, w, g, [self.states[i] for i in idx])
 
     def sync_state_context(self, state: Any, weight: Any) -> Any:
         """``state`` moved to the array module and device of ``weight``.
@@ -214,6 +228,7 @@ class Updater:
             arrays = {name: archive[name] for name in archive.files if name != _META}
         if "optimizer" in meta:
             self.optimizer = self._rebuild_optimizer(meta["optimizer"])
+            self.aggregate_updates = self.optimizer.aggregate_num > 0
         self.states = {k: _decode(node, arrays) for k, node in meta["states"]}
         self.states_synced = dict.fromkeys(self.states, False)
         opt = self.optimizer

@@ -110,21 +110,6 @@ def test_reserved_names_and_compression_are_refused():
                    compression_params={"type": "2bit", "threshold": 0.5})
 
 
-def test_workers_reach_module_only_when_given(monkeypatch):
-    seen = []
-    original = Module.__init__
-
-    def spy(self, *args, workers="absent", **kwargs):
-        seen.append(workers)
-        original(self, *args, **kwargs)
-
-    monkeypatch.setattr(Module, "__init__", spy)
-    SVRGModule(_net(), label_names=[LABEL], update_freq=1)
-    pool = object()
-    mod = SVRGModule(_net(), label_names=[LABEL], update_freq=1, workers=pool)
-    assert seen[0] == "absent" and seen[2] is pool and mod._workers is pool
-
-
 # ---- optimizer --------------------------------------------------------------------------------
 
 def test_init_optimizer_installs_the_svrg_wrapper_around_modules_optimizer():
@@ -400,3 +385,42 @@ def test_svrg_ends_far_below_sgd_at_the_same_learning_rate():
         excess[name] = _excess_mse(mod, x1, best)
     assert excess["svrg"] * 100 <= excess["sgd"], excess
     assert excess["svrg"] < 1e-7 and excess["sgd"] > 1e-4, excess
+
+
+# ---- on Ray workers -----------------------------------------------------------------------------
+
+def _fit_svrg(x, y, workers, epochs, close, batch=100, lr=0.025):
+    rm.random.seed(0)
+    mod = SVRGModule(_net(), label_names=[LABEL], update_freq=2, workers=workers)
+    if workers:
+        close(mod)
+    mod.fit(_iter(x, y, batch=batch, shuffle=True), eval_metric="mse", num_epoch=epochs,
+            optimizer="sgd", optimizer_params={"learning_rate": lr})
+    return mod
+
+
+@pytest.mark.ray
+def test_on_two_workers_matches_one_process(ray_cluster, close_modules):
+    x, y = _least_squares_problem(rows=2000, cols=12)
+    mods = [_fit_svrg(x, y, w, 4, close_modules) for w in (None, 2)]
+    (a, _), (b, _) = (m.get_params() for m in mods)
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], atol=1e-5 * np.abs(a[name]).max(),
+                                   err_msg=name)
+    full_a, full_b = mods[0]._param_dict[0], mods[1]._param_dict[0]
+    scale = max(np.abs(v).max() for v in full_a.values())
+    for name in full_b:  # the last full gradient, summed on the workers (in float64)
+        np.testing.assert_allclose(full_b[name], full_a[name], atol=1e-5 * scale, err_msg=name)
+
+
+@pytest.mark.ray
+def test_on_two_workers_ends_far_below_sgd(ray_cluster, close_modules):
+    x, y = _least_squares_problem()
+    x1 = np.hstack([x.astype(np.float64), np.ones((len(x), 1))])
+    best = np.linalg.lstsq(x1.T @ x1, x1.T @ y.astype(np.float64), rcond=None)[0]
+    svrg = _excess_mse(_fit_svrg(x, y, 2, 10, close_modules), x1, best)
+    rm.random.seed(0)
+    sgd = Module(_net(), label_names=[LABEL])
+    sgd.fit(_iter(x, y, batch=100, shuffle=True), eval_metric="mse", num_epoch=10,
+            optimizer="sgd", optimizer_params={"learning_rate": 0.025})
+    assert svrg * 100 <= _excess_mse(sgd, x1, best) and svrg < 1e-7
