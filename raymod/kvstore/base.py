@@ -111,6 +111,11 @@ class KVStoreBase:
         raise NotImplementedError(f"{type(self).__name__} does not implement "
                                   "load_optimizer_states")
 
+    def set_optimizer_states(self, states: bytes) -> None:
+        """Load optimizer states given as bytes (what :meth:`save_optimizer_states` writes)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement "
+                                  "set_optimizer_states")
+
     # ---- identity and synchronisation ----------------------------------------------------
 
     @property

@@ -295,9 +295,12 @@ class LocalKVStore(KVStoreBase):
         fname : str
             Input path.
         """
-        updater = self._state_updater("load")
         with open(fname, "rb") as f:
-            updater.set_states(f.read())
+            self.set_optimizer_states(f.read())
+
+    def set_optimizer_states(self, states: bytes) -> None:
+        """Load states (bytes from ``Updater.get_states``) into the updater."""
+        self._state_updater("load").set_states(states)
 
     # ---- identity ------------------------------------------------------------------------
 

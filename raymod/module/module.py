@@ -7,6 +7,7 @@ over Ray workers) can take its place.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import tempfile
@@ -670,15 +671,38 @@ class Module(BaseModule):
             Path of the file.
         """
         self._require(Stage.OPTIMIZER_READY, "load_optimizer_states")
-        if self._remote and not self._update_on_kvstore:
-            with open(fname, "rb") as f:
-                self._exec_group.set_updater_states(f.read())
-        elif self._update_on_kvstore:
-            self._kvstore.load_optimizer_states(fname)
+        with open(fname, "rb") as f:
+            blob = f.read()
+        if self._update_on_kvstore:  # the kvstore's updater indexes by parameter name
+            self._kvstore.set_optimizer_states(self._rekeyed(blob, by_name=True))
+        elif self._remote:
+            self._exec_group.set_updater_states(self._rekeyed(blob, by_name=False))
         else:
-            with open(fname, "rb") as f:
-                self._updater.set_states(f.read())
+            self._updater.set_states(self._rekeyed(blob, by_name=False))
 
+    def _rekeyed(self, blob: bytes, by_name: bool) -> bytes:
+        """States re-indexed for this module's updater, so files move between set-ups.
+
+        A kvstore's updater indexes states by parameter name; a local updater by
+        ``i * num_device + k`` (parameter i, device k). A file written by one kind loads
+        into the other: name -> every device's index, index -> its parameter's name.
+        """
+        updater = opt.Updater(copy.deepcopy(self._optimizer))
+        updater.set_states(blob)
+        names = self._exec_group.param_names
+        n = 1 if by_name else self._exec_group.num_device
+        ints = [k for k in updater.states if not isinstance(k, str)]
+        if by_name == (not ints):
+            return blob  # already keyed the way this updater reads them
+        if by_name:  # a local updater's file: device copies agree, take each parameter's first
+            stride = max(1, len(ints) // max(len(names), 1))
+            updater.states = {names[k // stride]: v for k, v in updater.states.items()
+                              if k % stride == 0 and k // stride < len(names)}
+        else:
+            index = {name: i for i, name in enumerate(names)}
+            updater.states = {index[name] * n + k: v for name, v in updater.states.items()
+                              if name in index for k in range(n)}
+        return updater.get_states()
     # ---- computation ------------------------------------------------------------------------
     def forward(self, data_batch: Any, is_train: bool | None = None) -> None:
         """Forward pass; reshapes first when the batch's shapes differ from the bound ones.

@@ -160,3 +160,39 @@ def test_bad_workers_and_kvstore_arguments():
         rm.mod.Module(mlp()).fit(rm.io.NDArrayIter(*data((20,)), batch_size=60), num_epoch=1,
                                  kvstore="nope")
     assert rm.Workers.coerce("2:8") == rm.Workers(2, 8)
+
+
+def test_checkpoint_with_server_optimizer_states_resumes_exactly(tmp_path, close_modules):
+    x, y = data((20,), n=240)
+    prefix = str(tmp_path / "mlp")
+    kwargs = dict(optimizer_params={"learning_rate": 0.1, "momentum": 0.9})
+
+    def fit(mod, begin, end, kvstore="dist_sync"):
+        it = rm.io.NDArrayIter(x, y, batch_size=60)  # unshuffled: resumable data order
+        mod.fit(it, begin_epoch=begin, num_epoch=end, kvstore=kvstore,
+                initializer=rm.init.Xavier(), optimizer_params=kwargs["optimizer_params"])
+        return {k: v.copy() for k, v in mod.get_params()[0].items()}
+
+    rm.random.seed(7)
+    whole = rm.mod.Module(mlp(), workers=2)
+    close_modules(whole)
+    uninterrupted = fit(whole, 0, 4)
+    rm.random.seed(7)
+    first = rm.mod.Module(mlp(), workers=2)
+    close_modules(first)
+    fit(first, 0, 2)
+    first.save_checkpoint(prefix, 2, save_optimizer_states=True)
+    first.close()
+    # the momentum lives on the servers; the file has it in the in-process format
+    states = rm.optimizer.Updater(rm.optimizer.create("sgd"))
+    states.set_states(open(f"{prefix}-0002.states", "rb").read())
+    assert set(states.states) == {"fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias",
+                                  "fc3_weight", "fc3_bias"}
+    resumed = rm.mod.Module.load(prefix, 2, load_optimizer_states=True, workers=2)
+    close_modules(resumed)
+    assert_close(uninterrupted, fit(resumed, 2, 4), 1e-5)
+    # and the same files continue in one process, whose local updater indexes states by
+    # position rather than by name
+    local = rm.mod.Module.load(prefix, 2, load_optimizer_states=True)
+    assert_close(uninterrupted, fit(local, 2, 4, kvstore="local"), 1e-5)
+    assert local._kvstore is None and set(local._updater.states) == set(range(6))
