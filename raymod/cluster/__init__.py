@@ -3,6 +3,7 @@
 ``rm.cluster.init()`` starts a loopback-only local cluster (or joins one with
 ``address='auto'``); ``rm.Workers`` says how many worker actors a module runs on.
 """
+from . import pool
 from .local import init, is_initialized, shutdown
 from .workers import Workers
 

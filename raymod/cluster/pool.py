@@ -109,9 +109,16 @@ class WorkerPool:
         return rank
 
     def lost(self, rank: int, error: Any) -> None:
-        """Forget a worker that died (its actor error was seen by a caller)."""
+        """Forget a worker that died (its actor error was seen by a caller) and ask Ray for
+        a replacement, which joins at a step boundary once it has started."""
         if self.workers.pop(rank, None) is not None:
-            self._event("lost", rank, error=f"{type(error).__name__}: {error}")
+            self._event("lost", rank, error=f"{type(error).__name__}: {error}".splitlines()[0])
+            self.replenish()
+
+    def replenish(self) -> None:
+        """Start actors until live plus starting ones reach ``max_workers``."""
+        while len(self.workers) + len(self._starting) < self.spec.max_workers:
+            self._spawn()
 
     def remove(self, rank: int) -> None:
         """Stop one worker gracefully (between steps)."""

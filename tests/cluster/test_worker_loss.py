@@ -1,0 +1,79 @@
+"""Workers killed during training: survivors recompute their slices, replacements join at
+step boundaries, and the trajectory is that of a run without failures."""
+import random
+import threading
+import time
+
+import numpy as np
+import pytest
+import ray
+
+import raymod as rm
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
+
+STEPS_PER_EPOCH = 20
+
+
+def mlp():
+    data = rm.sym.Variable("data")
+    h = rm.sym.Activation(rm.sym.FullyConnected(data, num_hidden=32, name="fc1"),
+                          act_type="relu")
+    return rm.sym.SoftmaxOutput(rm.sym.FullyConnected(h, num_hidden=10, name="fc2"),
+                                name="softmax")
+
+
+def fit(close, epochs, on_batch=None, workers=rm.Workers(2, 4)):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((STEPS_PER_EPOCH * 40, 16)).astype(np.float32)
+    y = (x[:, :10].argmax(axis=1)).astype(np.float32)
+    rm.random.seed(1)
+    mod = rm.mod.Module(mlp(), workers=workers)
+    close(mod)
+    mod.fit(rm.io.NDArrayIter(x, y, batch_size=40, shuffle=True, seed=2), num_epoch=epochs,
+            optimizer_params={"learning_rate": 0.1, "momentum": 0.9},
+            initializer=rm.init.Xavier(), batch_end_callback=on_batch)
+    return mod, {k: v.copy() for k, v in mod.get_params()[0].items()}
+
+
+def assert_close(a, b, tol=1e-5):
+    for name in a:
+        err = np.abs(a[name] - b[name]).max() / max(np.abs(a[name]).max(), 1e-3)
+        assert err < tol, f"{name}: max relative difference {err:.2e}"
+
+
+def test_kills_between_and_during_steps_keep_the_trajectory(close_modules):
+    epochs = 6  # 120 steps
+    _, reference = fit(close_modules, epochs)
+    chooser = random.Random(5)
+    killed = []
+
+    def kill_one(pool):
+        alive = dict(pool.workers)  # the driver thread may change the pool meanwhile
+        if len(alive) > pool.spec.min_workers:
+            rank = chooser.choice(sorted(alive))
+            ray.kill(alive[rank], no_restart=True)
+            killed.append(rank)
+
+    state = {}
+
+    def on_batch(param):
+        step = param.epoch * STEPS_PER_EPOCH + param.nbatch
+        pool = param.locals["self"]._pool
+        state["pool"] = pool
+        if step % 40 == 10:  # between steps
+            kill_one(pool)
+        if step % 40 == 30:  # at a random moment of the next steps, from another thread
+            threading.Timer(chooser.uniform(0.0, 0.05), kill_one, args=(pool,)).start()
+
+    mod, got = fit(close_modules, epochs, on_batch)
+    assert_close(reference, got)
+    events = [e["event"] for e in state["pool"].events]
+    assert len(killed) >= 2 and events.count("lost") == len(killed)
+    assert events.count("join") > 4  # replacements joined after the first four
+
+
+def test_below_min_workers_waits_then_names_the_shortage(close_modules):
+    with pytest.raises(rm.cluster.pool.WorkersUnavailable, match="workers needed"):
+        rm.mod.Module(mlp(), workers=rm.Workers(64, start_timeout=1.0)).bind(
+            [("data", (40, 16))], [("softmax_label", (40,))])
