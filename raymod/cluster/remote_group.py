@@ -27,6 +27,7 @@ import numpy as np
 from ..base import MXNetError
 from ..context import as_numpy
 from ..io import DataDesc
+from ..kvstore.server import ServerLost
 from ..parallel.executor_group import _desc
 from ..parallel.slicing import batch_axis, split_input_slice, take_slice
 from ..symbol import Symbol
@@ -37,6 +38,8 @@ __all__ = ["RayExecutorGroup"]
 _GROUP_IDS = itertools.count(1)
 #: how many times a step's slices are re-dispatched after worker losses before giving up
 MAX_STEP_ATTEMPTS = 8
+#: the driver keeps a KVServer snapshot this often (steps), plus the log of steps since
+SNAPSHOT_EVERY = 50
 
 
 class StepTimings:
@@ -74,6 +77,10 @@ class _StepState:
         self.update_on_kvstore = True
         self.weights: tuple | None = None   # (version, refs) the workers must read next
         self.timings = StepTimings()
+        self.snapshot: tuple[int, list] | None = None  # (last step in it, refs per shard)
+        self.snapshot_writes = -1           # kv.writes when it was taken
+        self.replay: list[tuple] = []       # (step, tasks, options) since the snapshot
+        self.recoveries: list[dict] = []
 
 
 class RayExecutorGroup:
@@ -229,12 +236,38 @@ class RayExecutorGroup:
     def train_step(self, batch: Any, metric: Any = None, svrg: bool = False) -> None:
         """One training step on the workers: forward, backward, push, update, metric.
 
-        With ``svrg`` the workers push ``g(w) - g(w~)`` (see :meth:`full_gradient`)."""
+        With ``svrg`` the workers push ``g(w) - g(w~)`` (see :meth:`full_gradient`). If a
+        KVServer dies, the servers go back to the driver's last snapshot and the steps since
+        are replayed before this one runs again: no completed step is lost.
+        """
         st = self.state
         if st.kv is None:
             raise MXNetError("train_step needs init_optimizer first (no kvstore attached)")
         self.pool.poll()
         tasks = self._tasks(batch, self.slices(self.pool.spec.slices), labels=True)
+        if st.kv.mode == "sync" and (st.snapshot is None or st.snapshot_writes != st.kv.writes):
+            self._take_snapshot()
+        for attempt in range(MAX_STEP_ATTEMPTS):
+            try:
+                self._run_step(tasks, metric, svrg)
+                break
+            except ServerLost as err:
+                if st.kv.mode != "sync" or attempt == MAX_STEP_ATTEMPTS - 1:
+                    raise
+                self._recover_servers(err)
+        if st.kv.mode == "sync":
+            st.replay.append((st.step - 1, tasks, svrg))
+            if st.step % SNAPSHOT_EVERY == 0:
+                self._take_snapshot()
+
+    def _take_snapshot(self) -> None:
+        """Keep refs to the servers' current state; the replay log restarts empty."""
+        st = self.state
+        st.snapshot, st.snapshot_writes, st.replay = (st.step - 1, st.kv.snapshot()), \
+            st.kv.writes, []
+
+    def _run_step(self, tasks: list[dict], metric: Any, svrg: bool, replay: bool = False) -> None:
+        st = self.state
         step, weights = st.step, st.weights
         t0 = time.perf_counter()
         results, published = {}, {}
@@ -245,11 +278,35 @@ class RayExecutorGroup:
                 results[t["slice"]] = {"metric": out["metrics"].get(t["slice"]),
                                        "seconds": out["seconds"], "rank": out["rank"]}
 
-        self._dispatch(tasks, lambda ts: ("run_step", step, ts, weights, metric, svrg), collect)
+        self._dispatch(tasks, lambda ts: ("run_step", step, ts, weights,
+                                          None if replay else metric, svrg), collect)
         self._finish(step, [t["slice"] for t in tasks], published)
-        st.timings.add(time.perf_counter() - t0, results.values())
-        if metric is not None:
+        if not replay:
+            st.timings.add(time.perf_counter() - t0, results.values())
+        if metric is not None and not replay:
             _merge_metric(metric, [results[t["slice"]]["metric"] for t in tasks])
+
+    def _recover_servers(self, err: Exception) -> None:
+        """Restore every shard to the snapshot (new servers for dead ones) and replay."""
+        st = self.state
+        t0 = time.perf_counter()
+        snap_step, refs = st.snapshot
+        replaced = st.kv.restore(refs)
+        self.pool.broadcast("set_servers", st.kv.servers, key="servers")
+        current = st.step
+        st.step, st.weights = snap_step + 1, st.kv.weights()
+        for step, tasks, svrg in st.replay:
+            assert step == st.step, (step, st.step)
+            self._run_step(tasks, None, svrg, replay=True)
+        assert st.step == current, (st.step, current)
+        event = {"event": "kvserver_recovered", "shards": replaced, "snapshot_step": snap_step,
+                 "steps_replayed": len(st.replay), "seconds": time.perf_counter() - t0,
+                 "time": time.time(), "error": str(err).splitlines()[0]}
+        st.recoveries.append(event)
+        self.pool.events.append(event)
+        self.pool.logger.warning("kvstore servers %s lost: restored the step-%d snapshot and "
+                                 "replayed %d steps in %.2f s", replaced, snap_step,
+                                 len(st.replay), event["seconds"])
 
     def _finish(self, step: int, slice_ids: list[int], published: dict) -> None:
         """Record the step's new weights (refs the completing pushes returned, or asked for)."""
@@ -280,15 +337,20 @@ class RayExecutorGroup:
             for rank, chunk in self._assign(pending).items():
                 method, *args = call(chunk)
                 refs[rank] = (getattr(self.pool.workers[rank], method).remote(*args), chunk)
-            pending = []
+            pending, server_lost = [], None
             for rank, (ref, chunk) in refs.items():
                 try:
                     out = self.pool._ray.get(ref)
+                except ServerLost as err:  # wait for the others before recovering
+                    server_lost = err
+                    continue
                 except self.pool._ray.exceptions.RayActorError as err:
                     self.pool.lost(rank, err)
                     pending.extend(chunk)
                     continue
                 collect(out, chunk)
+            if server_lost is not None:
+                raise server_lost
             if pending and len(self.pool) < self.pool.spec.min_workers:
                 self.pool.wait_for(self.pool.spec.min_workers, self.pool.spec.start_timeout)
             if pending and not len(self.pool):

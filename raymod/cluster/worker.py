@@ -19,6 +19,7 @@ from ..context import as_numpy, cpu, gpu
 from ..io import DataBatch, DataDesc
 from ..io.base import take_rows
 from ..kvstore.compression import quantize_2bit
+from ..kvstore.server import ServerLost
 from ..optimizer import Updater
 from ..parallel import DataParallelExecutorGroup
 from ..symbol import load_json
@@ -129,6 +130,10 @@ class Worker:
         self.pack_buffers = {s: layout.buffers(s) for s in range(len(self.servers))}
         self.local_updater = None if optimizer is None else Updater(optimizer)
 
+    def set_servers(self, servers: list) -> None:
+        """Push to these KVServer handles from now on (after a server was replaced)."""
+        self.servers = list(servers)
+
     def updater_states(self) -> bytes:
         """States of the local optimizer (when servers only aggregate)."""
         return self.local_updater.get_states()
@@ -180,7 +185,11 @@ class Worker:
         if weights[0] == "latest":  # dist_async: whatever the servers hold now
             refs = [r[0] for r in ray.get([s.published.remote() for s in self.servers])]
             weights = (None, refs)
-        payloads = ray.get(weights[1])
+        try:
+            payloads = ray.get(weights[1])
+        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
+            raise ServerLost(f"worker {self.rank} cannot read the published values: "
+                             f"{type(err).__name__}") from None
         if self.local_updater is None:
             for k in range(len(self.contexts)):
                 arrays = {n: a[k] for n, a in zip(self.root.param_names, self.root.param_arrays)}
@@ -255,8 +264,12 @@ class Worker:
                 payload = {dt: quantize_2bit(buf, res.setdefault(dt, np.zeros_like(buf)),
                                              self.threshold) for dt, buf in payload.items()}
             acks.append(server.push.remote(step, slice_id, payload, num_slices))
-        return {shard: ack[0] for shard, ack in enumerate(ray.get(acks))
-                if isinstance(ack, list)}
+        try:
+            answers = ray.get(acks)
+        except ray.exceptions.RayActorError as err:
+            raise ServerLost(f"worker {self.rank} lost a kvstore server while pushing: "
+                             f"{type(err).__name__}") from None
+        return {shard: ack[0] for shard, ack in enumerate(answers) if isinstance(ack, list)}
 
     @staticmethod
     def _metric_state(metric: Any, group: DataParallelExecutorGroup, labels: list) -> dict:

@@ -22,7 +22,7 @@ from ..optimizer import Optimizer, Updater
 from .base import KVStoreBase, register
 from .compression import GradientCompression
 from .layout import ShardLayout
-from .server import KVServer
+from .server import KVServer, ServerLost
 
 __all__ = ["DistKVStore"]
 
@@ -69,8 +69,8 @@ class DistKVStore(KVStoreBase):
         self._type = "dist_sync" if name == "dist" else name
         self.mode = "async" if self._type == "dist_async" else "sync"
         self.layout = ShardLayout(num_servers)
-        server_cls = ray.remote(num_cpus=0, max_restarts=0)(KVServer)
-        self.servers = [server_cls.remote(s, self.mode) for s in range(num_servers)]
+        self._server_cls = ray.remote(num_cpus=0, max_restarts=0)(KVServer)
+        self.servers = [self._server_cls.remote(s, self.mode) for s in range(num_servers)]
         self._ray = ray
         self._key_kind: type | None = None
         self._optimizer: Optimizer | None = None
@@ -78,6 +78,7 @@ class DistKVStore(KVStoreBase):
         self._compression: GradientCompression | None = None
         self._weights: tuple[int, list] | None = None
         self._corrections: dict = {}
+        self.writes = 0  # direct changes (not steps): a recovery snapshot must follow them
         self._version = 0
         self.num_workers_attached = 1
 
@@ -111,6 +112,7 @@ class DistKVStore(KVStoreBase):
             calls += self._per_shard("write", known)
         self._ray.get(calls)
         self._weights = None
+        self.writes += 1
 
     def add_correction_keys(self, pairs: dict) -> None:
         """Create ``pairs[k]`` (zeros shaped like key ``k``) as the correction of ``k``:
@@ -135,6 +137,7 @@ class DistKVStore(KVStoreBase):
         self._corrections.update(pairs)
         self._ray.get([s.set_corrections.remote(self._corrections) for s in self.servers])
         self._weights = None
+        self.writes += 1
 
     def _current_values(self, shard: int, new_pieces: list) -> dict:
         """Values of the shard's existing keys (so a growing buffer keeps them)."""
@@ -161,6 +164,7 @@ class DistKVStore(KVStoreBase):
             sums[k] = total
         self._ray.get(self._per_shard("apply_now", sums))
         self._weights = None
+        self.writes += 1
 
     def pull(self, key: Any, out: Any = None, priority: int = 0,
              ignore_sparse: bool = True) -> None:
@@ -274,6 +278,7 @@ class DistKVStore(KVStoreBase):
                     part.states[p.key] = _split(whole.states[p.key], p.start, p.stop)
             calls.append(server.set_optimizer_states.remote(part.get_states()))
         self._ray.get(calls)
+        self.writes += 1
 
     @property
     def type(self) -> str:
@@ -296,10 +301,51 @@ class DistKVStore(KVStoreBase):
         return (f"<DistKVStore type={self._type!r} servers={len(self.servers)} "
                 f"keys={len(self.layout.keys)}>")
 
+    # ---- recovery ---------------------------------------------------------------------------
+    def snapshot(self) -> list:
+        """Refs to every shard's state (values, optimizer states, progress), owned by the
+        caller so that they outlive the servers."""
+        return [s.snapshot.remote() for s in self.servers]
+
+    def dead_shards(self) -> list[int]:
+        """Shards whose server actor no longer answers."""
+        dead = []
+        for shard, server in enumerate(self.servers):
+            try:
+                self._ray.get(server.ping.remote())
+            except self._ray.exceptions.RayActorError:
+                dead.append(shard)
+        return dead
+
+    def restore(self, snapshot: list) -> list[int]:
+        """Bring every shard back to a :meth:`snapshot`, starting new servers for dead ones.
+
+        Returns the shards whose servers were replaced.
+        """
+        dead = self.dead_shards()
+        for shard in dead:
+            server = self._server_cls.remote(shard, self.mode)
+            state = snapshot[shard]
+            self._ray.get(server.add.remote(self.layout.shards[shard],
+                                            self._ray.get(state)["buffers"]))
+            if self._optimizer is not None:
+                server.set_optimizer.remote(self._optimizer)
+            elif self._updater is not None:
+                server.set_updater.remote(self._updater)
+            server.set_compression.remote(self.compression_threshold)
+            server.set_corrections.remote(self._corrections)
+            self.servers[shard] = server
+        self._ray.get([s.restore.remote(snap) for s, snap in zip(self.servers, snapshot)])
+        self._weights = None
+        return dead
+
     # ---- the step protocol (used by a module's worker actors) --------------------------------
     def finish_step(self, step: int, slice_ids: list[int]) -> None:
         """Close a sync step on every shard and keep the refs of the published values."""
-        refs = self._ray.get([s.finish.remote(step, slice_ids) for s in self.servers])
+        try:
+            refs = self._ray.get([s.finish.remote(step, slice_ids) for s in self.servers])
+        except self._ray.exceptions.RayActorError as err:
+            raise ServerLost(f"a kvstore server died: {err}") from err
         self._version += 1
         self._weights = (self._version, [r[0] for r in refs])
 

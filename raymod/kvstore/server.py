@@ -19,11 +19,16 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..base import MXNetError
 from ..optimizer import Optimizer, Updater
 from .compression import dequantize_2bit
 from .layout import Piece
 
-__all__ = ["KVServer"]
+__all__ = ["KVServer", "ServerLost"]
+
+
+class ServerLost(MXNetError):
+    """A KVServer shard died: its values must be restored before training goes on."""
 
 
 class KVServer:
@@ -53,6 +58,10 @@ class KVServer:
         self.version = 0
         self.steps_done = -1
         self._published: tuple[int, Any] = (-1, None)
+
+    def ping(self) -> int:
+        """This server's shard (a liveness check)."""
+        return self.shard
 
     # ---- keys -----------------------------------------------------------------------------
     def add(self, pieces: list[Piece], payload: dict[str, np.ndarray]) -> int:
@@ -241,5 +250,6 @@ class KVServer:
         if self.updater is not None and snap["optimizer_states"] is not None:
             self.updater.set_states(snap["optimizer_states"])
         self.steps_done = snap["steps_done"]
-        self.pending = {s: v for s, v in self.pending.items() if s > self.steps_done}
+        self.pending.clear()  # the steps after the snapshot are replayed from scratch
+        self.applied.clear()
         self.version = snap["version"] + 1

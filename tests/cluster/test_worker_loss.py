@@ -77,3 +77,23 @@ def test_below_min_workers_waits_then_names_the_shortage(close_modules):
     with pytest.raises(rm.cluster.pool.WorkersUnavailable, match="workers needed"):
         rm.mod.Module(mlp(), workers=rm.Workers(64, start_timeout=1.0)).bind(
             [("data", (40, 16))], [("softmax_label", (40,))])
+
+
+def test_kvserver_killed_twice_loses_no_step(close_modules, monkeypatch):
+    monkeypatch.setenv("DMLC_NUM_SERVER", "2")
+    monkeypatch.setattr("raymod.cluster.remote_group.SNAPSHOT_EVERY", 15)
+    epochs = 4  # 80 steps
+    _, reference = fit(close_modules, epochs, workers=3)
+    kills = {22: 0, 61: 1}
+
+    def on_batch(param):
+        shard = kills.get(param.epoch * STEPS_PER_EPOCH + param.nbatch)
+        if shard is not None:
+            ray.kill(param.locals["self"]._kvstore.servers[shard], no_restart=True)
+
+    mod, got = fit(close_modules, epochs, on_batch, workers=3)
+    assert_close(reference, got)
+    recoveries = mod._exec_group.state.recoveries
+    assert [r["shards"] for r in recoveries] == [[0], [1]]
+    assert all(r["steps_replayed"] > 0 for r in recoveries)
+    assert mod._exec_group.state.step == epochs * STEPS_PER_EPOCH
