@@ -1,22 +1,33 @@
 """Train a small convnet on scikit-learn's bundled 8x8 digits with raymod's Module API.
 
-    python jobs/train_digits.py [--epochs 10] [--batch-size 32] [--out out/digits]
+    python jobs/train_digits.py                  # 2 Ray workers on a local loopback cluster
+    python jobs/train_digits.py --workers 0      # in this process
+    python jobs/train_digits.py --workers 2:4 --address auto   # inside `ray submit`
 
-The data ships inside scikit-learn, so the job runs offline. It prints a progress bar per
-epoch, the validation accuracy after every epoch, and writes a final checkpoint in MXNet's
-layout (``<out>-symbol.json``, ``<out>-%04d.params``, ``<out>-%04d.states``).
+The data ships inside scikit-learn, so the job runs offline. Module.fit logs the training
+and validation accuracy of every epoch (a progress bar is drawn when stderr is a terminal),
+one JSON line per epoch goes to ``--metrics``, and the end writes a checkpoint in MXNet's
+layout (``PREFIX-symbol.json``, ``PREFIX-%04d.params``, ``PREFIX-%04d.states``) and prints
+``final validation accuracy 0.9xxx``. Exit status: 0; 1 if the run failed or ended below
+``--min-accuracy``; 2 for bad flags.
 """
 from __future__ import annotations
 
 import argparse
 import logging
-import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 import raymod as rm
 
+try:  # run as a script (jobs/ is on sys.path) or as `python -m jobs.train_digits`
+    import _common as common
+except ImportError:  # pragma: no cover
+    from . import _common as common
+
+_LOG = logging.getLogger("train_digits")
 
 def digits_convnet() -> rm.sym.Symbol:
     """conv(16, 3x3, pad 1) - relu - maxpool 2 - fc 64 - relu - fc 10 - softmax."""
@@ -36,7 +47,8 @@ def load_digits(seed: int) -> tuple[np.ndarray, ...]:
     try:
         from sklearn.datasets import load_digits as sk_load
     except ImportError:
-        sys.exit("train_digits needs scikit-learn for its bundled data: pip install 'raymod[data]'")
+        common.fail("train_digits needs scikit-learn for its bundled data: "
+                    "pip install 'raymod[data]'")
     bunch = sk_load()
     x = (bunch.images / 16.0).astype(np.float32)[:, None]
     y = bunch.target.astype(np.float32)
@@ -45,36 +57,81 @@ def load_digits(seed: int) -> tuple[np.ndarray, ...]:
     return x[order[:cut]], y[order[:cut]], x[order[cut:]], y[order[cut:]]
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=0.1)
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--out", default="out/digits", help="checkpoint prefix")
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags; exits with status 2 and a one-line message when one is invalid."""
+    parser = common.JobArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=common.positive_int, default=12,
+                        help="epochs to train (default %(default)s)")
+    parser.add_argument("--batch-size", type=common.positive_int, default=64,
+                        help="global batch, cut into one slice per worker (default %(default)s)")
+    parser.add_argument("--lr", type=common.positive_float, default=0.1,
+                        help="SGD learning rate, momentum 0.9 (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=42,
+                        help="seeds the split, initializer and shuffles (default %(default)s)")
+    parser.add_argument("--min-accuracy", type=common.fraction, default=0.0,
+                        help="exit with status 1 if the final validation accuracy is lower "
+                             "(default %(default)s: off)")
+    common.add_cluster_args(parser)
+    common.add_output_args(parser, "digits")
     args = parser.parse_args(argv)
-    for name in ("epochs", "batch_size"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    args.workers = common.workers_from_args(parser, args)
+    if args.workers is not None and args.batch_size < args.workers.slices:
+        parser.error(f"--batch-size {args.batch_size} is smaller than the {args.workers.slices}"
+                     " slices a batch is cut into (one per worker)")
     return args
 
 
-def main(argv=None) -> float:
+def main(argv: list[str] | None = None) -> float:
+    """Train, checkpoint and return the final validation accuracy."""
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     rm.random.seed(args.seed)
     x_train, y_train, x_val, y_val = load_digits(args.seed)
     train = rm.io.NDArrayIter(x_train, y_train, args.batch_size, shuffle=True)
     val = rm.io.NDArrayIter(x_val, y_val, args.batch_size)
-    mod = rm.mod.Module(digits_convnet(), context=rm.cpu())
-    mod.fit(train, eval_data=val, eval_metric="acc", num_epoch=args.epochs,
-            optimizer="sgd", optimizer_params={"learning_rate": args.lr, "momentum": 0.9},
-            initializer=rm.init.Xavier(magnitude=2.0),
-            batch_end_callback=rm.callback.TqdmProgress())
-    accuracy = dict(mod.score(val, "acc"))["accuracy"]
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    mod.save_checkpoint(args.out, args.epochs, save_optimizer_states=True)
-    print(f"validation accuracy {accuracy:.4f}; checkpoint {args.out}-{args.epochs:04d}.params")
+    batches = -(-len(x_train) // args.batch_size)
+
+    where = "in process" if args.workers is None else (
+        f"on {args.workers.min_workers}..{args.workers.max_workers} Ray workers"
+        if args.workers.max_workers > args.workers.min_workers
+        else f"on {args.workers.min_workers} Ray workers")
+    _LOG.info("digits: %d train / %d validation samples, batch %d, %d epochs, %s",
+              len(x_train), len(x_val), args.batch_size, args.epochs, where)
+    if args.workers is None:
+        common.limit_blas_threads(args.cpus_per_worker)
+    connected_here = args.workers is not None and not rm.cluster.is_initialized()
+    mod = rm.mod.Module(digits_convnet(), context=common.contexts_from_args(args),
+                        workers=args.workers)
+    metrics = common.EpochMetrics(args.metrics, args.batch_size)
+    try:
+        common.connect(args.workers, args.address)
+        start = time.time()
+        with common.progress_bar(batches) as bar:
+            mod.fit(metrics.timed(train), eval_data=val, eval_metric="acc",
+                    num_epoch=args.epochs, kvstore=common.kvstore_for(args.kvstore, args.workers),
+                    optimizer="sgd", optimizer_params={"learning_rate": args.lr, "momentum": 0.9},
+                    initializer=rm.init.Xavier(magnitude=2.0),
+                    batch_end_callback=[bar, metrics.batch_end],
+                    epoch_end_callback=[bar, metrics.epoch_end],
+                    eval_end_callback=metrics.eval_end)
+        accuracy = float(dict(mod.score(val, "acc"))["accuracy"])
+        Path(args.checkpoint).parent.mkdir(parents=True, exist_ok=True)
+        mod.save_checkpoint(args.checkpoint, args.epochs, save_optimizer_states=True)
+        elapsed = time.time() - start
+    except rm.MXNetError as err:  # e.g. WorkersUnavailable: the cluster is too small
+        _LOG.debug("failed", exc_info=True)
+        common.fail(str(err))
+    finally:
+        metrics.close()
+        mod.close()  # stops the worker actors
+        if connected_here:  # sooner than Ray's exit hook, which took seconds longer
+            rm.cluster.shutdown()
+    _LOG.info("fit, score and checkpoint took %.1f s; checkpoint %s-%04d.params, metrics %s",
+              elapsed, args.checkpoint, args.epochs, args.metrics)
+    print(f"final validation accuracy {accuracy:.4f}", flush=True)
+    if accuracy < args.min_accuracy:
+        common.fail(f"final validation accuracy {accuracy:.4f} is below --min-accuracy "
+                    f"{args.min_accuracy}")
     return accuracy
 
 

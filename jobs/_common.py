@@ -1,0 +1,334 @@
+"""Helpers the jobs in ``jobs/`` share: command-line flags, the Ray connection, metrics.
+
+A job's outline (``jobs/train_digits.py`` is the worked example)::
+
+    parser = JobArgumentParser(description=...)      # errors: one line, exit status 2
+    add_cluster_args(parser); add_output_args(parser, "digits")
+    args = parser.parse_args()
+    args.workers = workers_from_args(parser, args)   # rm.Workers, or None: in process
+    connect(args.workers, args.address)              # Ray, only when on workers
+    metrics = EpochMetrics(args.metrics, batch_size)
+    with progress_bar(batches) as bar:
+        mod.fit(metrics.timed(train), eval_data=val, kvstore=kvstore_for(args.kvstore, ...),
+                batch_end_callback=[bar, metrics.batch_end],
+                epoch_end_callback=[bar, metrics.epoch_end], eval_end_callback=metrics.eval_end)
+
+The callbacks themselves are ``rm.callback``'s ``TqdmProgress`` and ``MetricsLogger``.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any, NoReturn
+
+import raymod as rm
+
+__all__ = ["EpochMetrics", "JobArgumentParser", "add_cluster_args", "add_output_args", "connect",
+           "contexts_from_args", "fail", "fraction", "kvstore_for", "limit_blas_threads",
+           "parse_workers", "positive_float", "positive_int", "progress_bar", "workers_from_args"]
+
+_LOG = logging.getLogger(__name__)
+
+#: the kvstore types a job accepts (``--kvstore``)
+KVSTORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
+
+
+# ---- argparse types (a ValueError / ArgumentTypeError becomes "argument --x: message") ----
+def positive_int(text: str) -> int:
+    """An int >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite float > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A float in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def parse_workers(text: str) -> rm.Workers | None:
+    """``'N'`` or ``'MIN:MAX'`` as an ``rm.Workers``; ``'0'`` or ``'none'``: None (in process)."""
+    if text.strip().lower() in ("0", "none", "0:0"):
+        return None
+    try:
+        return rm.Workers.coerce(text.strip())
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"expected 'N' or 'MIN:MAX' with 1 <= MIN <= MAX (or 0 / none: in process), "
+            f"got {text!r}") from None
+
+
+class JobArgumentParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line: ``prog: error: message (see --help)``.
+
+    The exit status stays argparse's 2; ``--help`` is unchanged.
+    """
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+# ---- flags ----------------------------------------------------------------------------------
+def add_cluster_args(parser: argparse.ArgumentParser, workers: str = "2",
+                     kvstore: str = "dist_sync") -> None:
+    """Add ``--workers``, ``--cpus-per-worker``, ``--gpus-per-worker``, ``--kvstore`` and
+    ``--address`` (an argument group "where it runs")."""
+    group = parser.add_argument_group("where it runs")
+    group.add_argument("--workers", type=parse_workers, default=workers,
+                       metavar="MIN:MAX",
+                       help="Ray worker actors, 'N' or 'MIN:MAX' (default %(default)s); "
+                            "'0' or 'none' trains in this process")
+    group.add_argument("--cpus-per-worker", type=positive_float, default=1.0, metavar="N",
+                       help="Ray CPUs per worker, and its BLAS threads (with --workers 0: this "
+                            "process's BLAS threads) (default %(default)g)")
+    group.add_argument("--gpus-per-worker", type=int, default=0, metavar="N",
+                       help="GPUs per worker (default %(default)s); in process, N > 0 trains "
+                            "on gpu(0)..gpu(N-1)")
+    group.add_argument("--kvstore", default=kvstore, type=str.lower, choices=KVSTORES,
+                       help="kvstore type (default %(default)s); in process a dist type means "
+                            "'local'")
+    group.add_argument("--address", default=os.environ.get("RAY_ADDRESS") or None,
+                       help="Ray cluster to join: 'auto' (as under ray submit) or host:port; "
+                            "default $RAY_ADDRESS (set by ray job submit), else start a "
+                            "loopback-only local cluster")
+
+
+def add_output_args(parser: argparse.ArgumentParser, name: str) -> None:
+    """Add ``--checkpoint PREFIX`` and ``--metrics PATH``, defaulting under ``runs/<name>/``."""
+    group = parser.add_argument_group("outputs")
+    group.add_argument("--checkpoint", default=f"runs/{name}/{name}", metavar="PREFIX",
+                       help="checkpoint prefix: PREFIX-symbol.json, PREFIX-%%04d.params and "
+                            ".states are written at the end (default %(default)s)")
+    group.add_argument("--metrics", default=f"runs/{name}/metrics.jsonl", metavar="PATH",
+                       help="JSON-lines metrics, one line per epoch (default %(default)s)")
+
+
+def workers_from_args(parser: argparse.ArgumentParser,
+                      args: argparse.Namespace) -> rm.Workers | None:
+    """``args.workers`` with the per-worker resources applied; ``parser.error`` when invalid."""
+    if args.gpus_per_worker < 0:
+        parser.error(f"argument --gpus-per-worker: must be >= 0, got {args.gpus_per_worker}")
+    if args.workers is None:
+        return None
+    try:
+        return dataclasses.replace(args.workers, cpus_per_worker=args.cpus_per_worker,
+                                   gpus_per_worker=args.gpus_per_worker)
+    except (TypeError, ValueError) as err:
+        parser.error(str(err))
+
+
+def contexts_from_args(args: argparse.Namespace) -> list:
+    """The in-process devices: ``gpu(0..N-1)`` for ``--gpus-per-worker N``, else ``cpu()``."""
+    if args.workers is None and args.gpus_per_worker > 0:
+        return [rm.gpu(i) for i in range(args.gpus_per_worker)]
+    return [rm.cpu()]
+
+
+def limit_blas_threads(threads: float) -> Any:
+    """Cap this process's BLAS threads at ``threads``, as a worker's are (see ``rm.Workers``).
+
+    For training in process. The small GEMMs of these jobs run fastest on one thread, and on
+    a busy machine surplus OpenBLAS threads spin against each other (the digits job took
+    6-20x longer with 2 than with 1 on a loaded 2-core box). Does nothing when
+    ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` / ``MKL_NUM_THREADS`` is set or
+    threadpoolctl (a scikit-learn dependency) is missing; returns the limiter or None.
+    """
+    if any(v in os.environ for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                     "MKL_NUM_THREADS")):
+        return None
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return None
+    return threadpool_limits(max(1, int(threads)), user_api="blas")
+
+
+def kvstore_for(kvstore: str, workers: rm.Workers | None) -> str:
+    """The kvstore to use: as given on workers; 'local' in place of a dist type in process."""
+    if workers is None and kvstore.lower().startswith("dist"):
+        return "local"
+    return kvstore
+
+
+def connect(workers: rm.Workers | None, address: str | None = None) -> dict | None:
+    """Connect to Ray when training on workers (in process: nothing, returns None).
+
+    ``address`` None starts a loopback-only local cluster (``rm.cluster.init()``) with at
+    least the CPUs that ``workers.min_workers`` need, so that the minimum always starts on
+    a small machine (the CPUs are then shared); ``'auto'`` joins the running cluster.
+
+    Raises
+    ------
+    raymod.MXNetError
+        When the local cluster has fewer GPUs than ``min_workers`` need (rather than
+        waiting ``start_timeout`` seconds for workers that cannot start).
+    """
+    if workers is None:
+        if address is not None:
+            _LOG.warning("training in process: --address %s is not used", address)
+        return None
+    num_cpus = None
+    if address is None:
+        need = math.ceil(workers.min_workers * workers.cpus_per_worker)
+        num_cpus = max(os.cpu_count() or 1, need)
+    info = rm.cluster.init(address=address, num_cpus=num_cpus)
+    _LOG.info("Ray cluster %s (%s), resources %s", info["address"],
+              "local" if info["local"] else "joined",
+              {k: v for k, v in info["resources"].items() if k in ("CPU", "GPU")})
+    gpus = info["resources"].get("GPU", 0)
+    if info["local"] and workers.min_workers * workers.gpus_per_worker > gpus:
+        raise rm.MXNetError(f"{workers.min_workers} workers with {workers.gpus_per_worker} "
+                            f"GPU(s) each need {workers.min_workers * workers.gpus_per_worker}"
+                            f" GPUs; the local Ray cluster has {gpus:g}")
+    return info
+
+
+def fail(message: str, status: int = 1) -> NoReturn:
+    """Exit with ``<prog>: error: message`` on stderr (no traceback)."""
+    prog = os.path.basename(sys.argv[0]) or "job"
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    sys.exit(status)
+
+
+# ---- callbacks ------------------------------------------------------------------------------
+@contextlib.contextmanager
+def progress_bar(batches_per_epoch: int | None = None) -> Iterator[rm.callback.TqdmProgress]:
+    """A tqdm bar per epoch showing the running training metric, for the ``with`` block.
+
+    Use the yielded ``rm.callback.TqdmProgress`` as a batch-end and an epoch-end callback.
+    Inside the block, log records go through ``tqdm.write`` so that they print above the
+    bar instead of onto it; the bar is closed at the end. It is drawn only when stderr is a
+    terminal (tqdm's ``disable=None``), so logs of batch runs stay clean.
+    """
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    bar = rm.callback.TqdmProgress(total=batches_per_epoch, desc="Epoch", leave=False,
+                                   disable=None, mininterval=0.2)
+    try:
+        with logging_redirect_tqdm():
+            yield bar
+    finally:
+        bar.close()
+
+
+class EpochMetrics:
+    """Writes one JSON line per epoch: training and validation metrics, time and throughput.
+
+    Lines look like ``{"event": "epoch", "epoch": 0, "time": <unix time>, "train_accuracy":
+    0.91, "val_accuracy": 0.95, "time_cost": 1.23, "samples_per_sec": 1170.2}``. Give
+    :meth:`batch_end` as a ``batch_end_callback``, :meth:`epoch_end` as an
+    ``epoch_end_callback`` and :meth:`eval_end` as the ``eval_end_callback`` of
+    ``Module.fit``; with no validation data the line is written at the epoch's end.
+
+    ``time_cost`` is the epoch's training time and ``samples_per_sec`` the samples trained
+    over it. Train on :meth:`timed` of the training iterator to start the clock when ``fit``
+    starts each pass over it (as MXNet's ``Time cost`` does: binding, initializing and
+    starting workers before the first epoch are not counted); otherwise the clock starts
+    at the previous epoch's line (or at construction).
+
+    Parameters
+    ----------
+    path : str
+        The file (parent directories are created; an existing file is overwritten).
+    batch_size : int
+        Samples per batch (the global batch on workers).
+    has_validation : bool, default True
+        Whether ``fit`` gets ``eval_data`` (the line then waits for :meth:`eval_end`).
+    """
+
+    def __init__(self, path: str, batch_size: int, has_validation: bool = True):
+        self.log = rm.callback.MetricsLogger(path, mode="w")
+        self.batch_size = batch_size
+        self.has_validation = has_validation
+        self.records: list[dict] = []
+        self._tic = time.time()
+        self._pending: dict | None = None
+        self._metric: Any = None
+        self._batches = 0
+
+    def timed(self, data_iter: Any) -> Any:
+        """``data_iter`` wrapped so that each pass ``fit`` starts over it starts the clock."""
+        return _TimedIter(data_iter, self)
+
+    def start(self) -> None:
+        """Start the epoch's clock now."""
+        self._tic = time.time()
+
+    def batch_end(self, param: Any) -> None:
+        """Batch-end callback: counts batches and keeps the training metric."""
+        self._batches = param.nbatch + 1  # a padded last batch counts whole
+        self._metric = param.eval_metric
+
+    def epoch_end(self, epoch: int, *_: Any) -> None:
+        """Epoch-end callback: closes the epoch's training time."""
+        elapsed = time.time() - self._tic
+        metric = self._metric
+        train = metric.get_global_name_value() if metric is not None else []
+        record = {f"train_{name}": value for name, value in train}
+        record.update(time_cost=elapsed,
+                      samples_per_sec=self._batches * self.batch_size / max(elapsed, 1e-9))
+        self._pending = {"epoch": epoch, **record}
+        if not self.has_validation:
+            self._flush()
+
+    def eval_end(self, param: Any) -> None:
+        """Eval-end callback: adds the validation metric and writes the epoch's line."""
+        if self._pending is None:
+            return
+        if param.eval_metric is not None:
+            self._pending.update({f"val_{n}": v for n, v in param.eval_metric.get_name_value()})
+        self._flush()
+
+    def _flush(self) -> None:
+        record, self._pending = self._pending, None
+        epoch = record.pop("epoch")
+        self.log.log_epoch(epoch, None, **record)
+        self.records.append({"epoch": epoch, **record})
+        self._tic = time.time()
+
+    def close(self) -> None:
+        """Close the file."""
+        self.log.close()
+
+
+class _TimedIter:
+    """A data iterator proxy calling ``metrics.start()`` whenever iteration over it begins."""
+
+    def __init__(self, data_iter: Any, metrics: EpochMetrics):
+        self._data_iter = data_iter
+        self._metrics = metrics
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._data_iter, name)
+
+    def __iter__(self) -> Any:
+        self._metrics.start()
+        return iter(self._data_iter)

@@ -1,0 +1,86 @@
+"""The jobs in jobs/, run as a user runs them: as subprocesses, checking exit codes and files."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DIGITS = ROOT / "jobs" / "train_digits.py"
+
+
+def run_job(*args, timeout=180):
+    """Run the digits job; it starts its own local Ray cluster, whatever RAY_ADDRESS says."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    return subprocess.run([sys.executable, str(DIGITS), *map(str, args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.mark.ray
+def test_train_digits_on_two_workers_writes_checkpoint_and_metrics(tmp_path):
+    pytest.importorskip("sklearn")
+    result = run_job("--epochs", 2, "--workers", 2, "--checkpoint", tmp_path / "d",
+                     "--metrics", tmp_path / "m.jsonl")
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in ("d-symbol.json", "d-0002.params", "d-0002.states"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    lines = (tmp_path / "m.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [r["epoch"] for r in records] == [0, 1]
+    for r in records:
+        assert 0.0 <= r["train_accuracy"] <= 1.0 and 0.0 <= r["val_accuracy"] <= 1.0
+        assert r["time_cost"] > 0 and r["samples_per_sec"] > 0
+    assert "Epoch[1] Validation-accuracy=" in result.stderr
+    final = [ln for ln in result.stdout.splitlines() if ln.startswith("final validation accuracy")]
+    assert len(final) == 1 and float(final[0].split()[-1]) == pytest.approx(
+        records[-1]["val_accuracy"], abs=1e-4)
+
+
+def test_train_digits_in_process_with_min_accuracy_gate(tmp_path):
+    pytest.importorskip("sklearn")
+    result = run_job("--epochs", 1, "--workers", 0, "--batch-size", 128, "--min-accuracy", 0.99,
+                     "--checkpoint", tmp_path / "d", "--metrics", tmp_path / "m.jsonl")
+    assert result.returncode == 1, result.stderr[-3000:]  # one epoch is far from 99%
+    assert "below --min-accuracy" in result.stderr.splitlines()[-1]
+    assert "Traceback" not in result.stderr
+    assert (tmp_path / "d-0001.params").exists()
+    [record] = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert record["epoch"] == 0 and "val_accuracy" in record
+
+
+def test_common_parse_workers():
+    sys.path.insert(0, str(ROOT / "jobs"))
+    try:
+        import _common
+    finally:
+        sys.path.remove(str(ROOT / "jobs"))
+    assert _common.parse_workers("0") is None and _common.parse_workers("None") is None
+    workers = _common.parse_workers("2:4")
+    assert (workers.min_workers, workers.max_workers) == (2, 4)
+    assert _common.parse_workers("3").max_workers == 3
+    with pytest.raises(argparse.ArgumentTypeError):
+        _common.parse_workers("4:2")
+    assert _common.kvstore_for("dist_sync", None) == "local"
+    assert _common.kvstore_for("dist_sync", workers) == "dist_sync"
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["--workers", "4:2"], "--workers"),
+    (["--workers", "two"], "--workers"),
+    (["--epochs", "0"], "--epochs"),
+    (["--batch-size", "abc"], "--batch-size"),
+    (["--lr", "-1"], "--lr"),
+    (["--cpus-per-worker", "0"], "--cpus-per-worker"),
+    (["--workers", "3", "--batch-size", "2"], "--batch-size"),
+])
+def test_train_digits_bad_input_is_one_line_and_exit_2(args, flag):
+    result = run_job(*args, timeout=60)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("train_digits.py: error:") and flag in lines[0]
+    assert result.stdout == ""
