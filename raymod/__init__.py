@@ -23,5 +23,6 @@ from . import ndarray_io as nd
 from .executor import Executor
 from . import cluster
 from .cluster import Workers
+from .module.fit_checkpoint import CheckpointConfig
 
 __version__ = "0.1.0"

@@ -102,6 +102,11 @@ def _encode(data: Any) -> bytes:
     return b"".join(parts)
 
 
+def dumps(data: Any) -> bytes:
+    """The bytes of a ``.params`` file holding ``data`` (what :func:`save` writes)."""
+    return _encode(data)
+
+
 def atomic_write(fname: str | os.PathLike, payload: bytes | str) -> None:
     """Write ``payload`` to ``fname`` through a temporary file and ``os.replace``.
 

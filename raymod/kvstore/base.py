@@ -8,6 +8,8 @@ names :func:`create` accepts. A class that serves several names (``'dist_sync'``
 from __future__ import annotations
 
 import importlib
+import os
+import tempfile
 from typing import Any
 
 import numpy as np
@@ -111,10 +113,21 @@ class KVStoreBase:
         raise NotImplementedError(f"{type(self).__name__} does not implement "
                                   "load_optimizer_states")
 
+    def get_optimizer_states(self, dump_optimizer: bool = False) -> bytes:
+        """The bytes :meth:`save_optimizer_states` writes (through a temporary file)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            fname = os.path.join(tmp, "states")
+            self.save_optimizer_states(fname, dump_optimizer)
+            with open(fname, "rb") as f:
+                return f.read()
+
     def set_optimizer_states(self, states: bytes) -> None:
-        """Load optimizer states given as bytes (what :meth:`save_optimizer_states` writes)."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement "
-                                  "set_optimizer_states")
+        """Load optimizer states given as bytes (through a temporary file)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            fname = os.path.join(tmp, "states")
+            with open(fname, "wb") as f:
+                f.write(states)
+            self.load_optimizer_states(fname)
 
     # ---- identity and synchronisation ----------------------------------------------------
 

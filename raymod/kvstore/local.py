@@ -283,9 +283,12 @@ class LocalKVStore(KVStoreBase):
         dump_optimizer : bool, default False
             Also save the optimizer itself, so that loading re-creates it.
         """
-        states = self._state_updater("save").get_states(dump_optimizer)
         with open(fname, "wb") as f:
-            f.write(states)
+            f.write(self.get_optimizer_states(dump_optimizer))
+
+    def get_optimizer_states(self, dump_optimizer: bool = False) -> bytes:
+        """The updater's states as bytes (see ``Updater.get_states``)."""
+        return self._state_updater("save").get_states(dump_optimizer)
 
     def load_optimizer_states(self, fname: str) -> None:
         """Read states written by :meth:`save_optimizer_states` into the updater.

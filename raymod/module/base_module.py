@@ -9,6 +9,8 @@ The loops here call only a module's primitives (``bind``, ``init_params``,
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 import time
 import warnings
 from typing import Any, Iterator
@@ -22,6 +24,7 @@ from ..model import _check_kvstore_arg
 from .. import ndarray_io
 from ..optimizer import Optimizer, get_array_module
 from ..optimizer.optimizer import _REGISTRY as _OPT_REGISTRY
+from .fit_checkpoint import CheckpointConfig, FitCheckpointer, restore_random
 from .lifecycle import Stage
 
 __all__ = ["BaseModule"]
@@ -80,6 +83,8 @@ class BaseModule:
         self.inputs_need_grad = False
         self._symbol = None
         self._total_exec_bytes = 0
+        self._checkpointer: FitCheckpointer | None = None
+        self._global_step = 0
 
     # ---- lifecycle --------------------------------------------------------------------------
     @property
@@ -270,7 +275,8 @@ class BaseModule:
             arg_params: dict | None = None, aux_params: dict | None = None,
             allow_missing: bool = False, force_rebind: bool = False, force_init: bool = False,
             begin_epoch: int = 0, num_epoch: int | None = None, validation_metric: Any = None,
-            monitor: Any = None, sparse_row_id_fn: Any = None) -> None:
+            monitor: Any = None, sparse_row_id_fn: Any = None, checkpoint: Any = None,
+            resume: bool = False) -> None:
         """Train the module.
 
         Parameters
@@ -315,6 +321,13 @@ class BaseModule:
             Installed on the executors; ticks around every batch.
         sparse_row_id_fn : callable, optional
             Passed to :meth:`prepare`.
+        checkpoint : CheckpointConfig or str, optional
+            Write resumable checkpoints there (raymod addition): parameters in MXNet's
+            layout, optimizer states, the iterator's position and the random state.
+        resume : bool, default False
+            Continue from the newest checkpoint under ``checkpoint`` if there is one (its
+            epoch and batch replace ``begin_epoch``); the run then follows the trajectory
+            the interrupted run would have followed.
 
         Notes
         -----
@@ -336,18 +349,29 @@ class BaseModule:
         _check_optimizer_arg(optimizer)
         validation_metric = eval_metric if validation_metric is None else validation_metric
         eval_metric = _metric.create(eval_metric)
+        if isinstance(checkpoint, str):
+            checkpoint = CheckpointConfig(checkpoint)
+        if resume and checkpoint is None:
+            raise ValueError("fit(resume=True) needs checkpoint= (where to resume from)")
+        self._checkpointer = None if checkpoint is None else FitCheckpointer(checkpoint)
         self._fit_setup(train_data, kvstore, optimizer, optimizer_params, initializer,
                         arg_params, aux_params, allow_missing, force_rebind, force_init, monitor)
-        for epoch in range(begin_epoch, num_epoch):
+        start = self._fit_resume(train_data) if resume else None
+        self._global_step = start["step"] if start else 0
+        for epoch in range(begin_epoch if start is None else start["epoch"], num_epoch):
             tic = time.time()
             self._fit_begin_epoch(epoch, train_data, eval_metric)
+            first = start["nbatch"] if start and epoch == start["epoch"] else 0
             name_values = self._fit_epoch(epoch, train_data, eval_metric, batch_end_callback,
-                                          monitor, sparse_row_id_fn)
+                                          monitor, sparse_row_id_fn, first)
             self._fit_end_epoch(epoch, name_values, tic, epoch_end_callback)
             if eval_data:
                 self._fit_evaluate(epoch, eval_data, validation_metric, eval_end_callback,
                                    eval_batch_end_callback)
             train_data.reset()
+            every = checkpoint.every_n_epochs if checkpoint else None
+            if every and (epoch + 1) % every == 0:
+                self._fit_save(epoch + 1, 0, train_data)
 
     # ---- fit hooks --------------------------------------------------------------------------
     def _fit_setup(self, train_data: Any, kvstore: Any, optimizer: Any, optimizer_params: Any,
@@ -363,22 +387,76 @@ class BaseModule:
         self.init_optimizer(kvstore=kvstore, optimizer=optimizer,
                             optimizer_params=optimizer_params)
 
+    def _fit_resume(self, train_data: Any) -> dict | None:
+        """Load the newest checkpoint into this module and the iterator; its position."""
+        saved = self._checkpointer.load_latest()
+        if saved is None:
+            self.logger.info("no checkpoint under %s: starting afresh",
+                             self._checkpointer.config.path)
+            return None
+        self.set_params(saved["arg_params"], saved["aux_params"])
+        if saved["states"] is not None:
+            self._set_optimizer_states(saved["states"])
+        position = saved["position"]
+        restore_random(position)
+        sampler = getattr(train_data, "sampler", None)
+        if sampler is not None and position.get("sampler"):
+            sampler.set_state(position["sampler"])
+        else:  # an iterator without a sampler: skip the batches already trained on
+            for _ in range(position["nbatch"]):
+                next(train_data)
+        self.logger.info("resumed from %s: epoch %d, batch %d, step %d", saved["folder"],
+                         position["epoch"], position["nbatch"], position["step"])
+        return position
+
+    def _fit_save(self, epoch: int, nbatch: int, train_data: Any) -> None:
+        """Write a checkpoint for resuming at batch ``nbatch`` of ``epoch``."""
+        sampler = getattr(train_data, "sampler", None)
+        pool = getattr(self, "_pool", None)
+        position = {"epoch": epoch, "nbatch": nbatch, "step": self._global_step,
+                    "sampler": None if sampler is None else sampler.get_state(),
+                    "bucket_keys": sorted(getattr(self, "_buckets", {}), key=str),
+                    "membership": [] if pool is None else pool.events}
+        folder = self._checkpointer.save(self, position)
+        self.logger.info("checkpoint %s (epoch %d, batch %d)", folder, epoch, nbatch)
+
+    def _optimizer_states(self) -> bytes:
+        """The optimizer states as bytes (through :meth:`save_optimizer_states`)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            fname = os.path.join(tmp, "states")
+            self.save_optimizer_states(fname)
+            with open(fname, "rb") as f:
+                return f.read()
+
+    def _set_optimizer_states(self, blob: bytes) -> None:
+        """Load optimizer states given as bytes (through :meth:`load_optimizer_states`)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            fname = os.path.join(tmp, "states")
+            with open(fname, "wb") as f:
+                f.write(blob)
+            self.load_optimizer_states(fname)
+
     def _fit_begin_epoch(self, epoch: int, train_data: Any, eval_metric: Any) -> None:
         """Start an epoch: reset the training metric (SVRGModule adds its full-gradient pass)."""
         eval_metric.reset()
 
     def _fit_epoch(self, epoch: int, train_data: Any, eval_metric: Any, batch_end_callback: Any,
-                   monitor: Any, sparse_row_id_fn: Any) -> list:
-        """One pass over ``train_data``; returns the metric's global (name, value) pairs."""
+                   monitor: Any, sparse_row_id_fn: Any, first_nbatch: int = 0) -> list:
+        """One pass over ``train_data`` (from batch ``first_nbatch`` when resuming); returns
+        the metric's global (name, value) pairs."""
         batches = iter(train_data)
         batch = next(batches, None)
         if batch is None:
             raise ValueError(f"train_data yielded no batches in epoch {epoch}")
-        nbatch, name_values = 0, []
+        nbatch, name_values = first_nbatch, []
+        every = self._checkpointer.config.every_n_steps if self._checkpointer else None
         while batch is not None:
             if monitor is not None:
                 monitor.tic()
             self._fit_batch(batch, eval_metric)
+            self._global_step += 1
+            if every and self._global_step % every == 0:  # before the next batch is read
+                self._fit_save(epoch, nbatch + 1, train_data)
             next_batch = next(batches, None)  # fetched only after this batch's labels are used
             if next_batch is not None:
                 self.prepare(next_batch, sparse_row_id_fn=sparse_row_id_fn)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import tempfile
 import warnings
 from typing import Any, Sequence
 
@@ -80,19 +79,6 @@ def _parse_data_desc(data_names: list, label_names: list, data_shapes: Any,
         warnings.warn(f"label_shapes provide {provided} but the module's label_names are "
                       f"{list(label_names)}", stacklevel=3)
     return data, labels
-
-
-def _write_via_temp(fname: str, write: Any) -> None:
-    """Call ``write(tmp_path)`` then move the file to ``fname`` atomically."""
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(os.path.abspath(fname)))
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, fname)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 class Module(BaseModule):
@@ -654,13 +640,16 @@ class Module(BaseModule):
         fname : str
             Output path (written atomically).
         """
+        atomic_write(fname, self._optimizer_states())
+
+    def _optimizer_states(self) -> bytes:
+        """The optimizer states as bytes, from wherever the optimizer runs."""
         self._require(Stage.OPTIMIZER_READY, "save_optimizer_states")
-        if self._remote and not self._update_on_kvstore:
-            atomic_write(fname, self._exec_group.get_updater_states())
-        elif self._update_on_kvstore:
-            _write_via_temp(fname, self._kvstore.save_optimizer_states)
-        else:
-            atomic_write(fname, self._updater.get_states())
+        if self._update_on_kvstore:
+            return self._kvstore.get_optimizer_states()
+        if self._remote:
+            return self._exec_group.get_updater_states()
+        return self._updater.get_states()
 
     def load_optimizer_states(self, fname: str) -> None:
         """Load optimizer states saved by :meth:`save_optimizer_states`.
@@ -670,9 +659,12 @@ class Module(BaseModule):
         fname : str
             Path of the file.
         """
-        self._require(Stage.OPTIMIZER_READY, "load_optimizer_states")
         with open(fname, "rb") as f:
-            blob = f.read()
+            self._set_optimizer_states(f.read())
+
+    def _set_optimizer_states(self, blob: bytes) -> None:
+        """Load optimizer states given as bytes (see :meth:`load_optimizer_states`)."""
+        self._require(Stage.OPTIMIZER_READY, "load_optimizer_states")
         if self._update_on_kvstore:  # the kvstore's updater indexes by parameter name
             self._kvstore.set_optimizer_states(self._rekeyed(blob, by_name=True))
         elif self._remote:

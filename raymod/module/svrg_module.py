@@ -331,6 +331,13 @@ class SVRGModule(Module):
                 g += self._param_dict[k][name]
         super().update()
 
+    def _fit_resume(self, train_data: Any) -> dict | None:
+        """Not yet: a resumed SVRG run would also need the snapshot and mu of the checkpoint."""
+        raise NotImplementedError("fit(resume=True) is not supported by SVRGModule yet: its "
+                                  "checkpoints do not hold the snapshot weights and full "
+                                  "gradient; resume from save_checkpoint files with "
+                                  "begin_epoch at a multiple of update_freq instead")
+
     def _remote_step_options(self) -> dict:
         """Workers push ``g(w) - g(w~)``; the servers add ``mu``."""
         self._require_full_grads("a training step")
