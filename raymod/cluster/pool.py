@@ -167,16 +167,16 @@ class WorkerPool:
         return self.gather(refs)
 
     def gather(self, refs: dict[int, Any]) -> dict[int, Any]:
-        """Results of per-rank calls; a worker whose actor died is dropped and left out."""
+        """Results of per-rank calls; a worker whose actor died is dropped and left out
+        (below ``min_workers``, this waits for replacements, which replay the set-up)."""
         out = {}
         for rank, ref in refs.items():
             try:
                 out[rank] = self._ray.get(ref)
             except self._ray.exceptions.RayActorError as err:
                 self.lost(rank, err)
-        if len(self.workers) < self.spec.min_workers:
-            raise WorkersUnavailable(f"{len(self.workers)} workers left, fewer than "
-                                     f"min_workers={self.spec.min_workers}")
+        if len(self.workers) < self.spec.min_workers:  # replacements were asked for: wait
+            self.wait_for(self.spec.min_workers, self.spec.start_timeout)
         return out
 
     def source(self, src: Any) -> tuple[int, list]:

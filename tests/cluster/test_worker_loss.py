@@ -23,7 +23,7 @@ def mlp():
                                 name="softmax")
 
 
-def fit(close, epochs, on_batch=None, workers=rm.Workers(2, 4)):
+def fit(close, epochs, on_batch=None, workers=rm.Workers(3, 4), metric="acc"):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((STEPS_PER_EPOCH * 40, 16)).astype(np.float32)
     y = (x[:, :10].argmax(axis=1)).astype(np.float32)
@@ -32,7 +32,7 @@ def fit(close, epochs, on_batch=None, workers=rm.Workers(2, 4)):
     close(mod)
     mod.fit(rm.io.NDArrayIter(x, y, batch_size=40, shuffle=True, seed=2), num_epoch=epochs,
             optimizer_params={"learning_rate": 0.1, "momentum": 0.9},
-            initializer=rm.init.Xavier(), batch_end_callback=on_batch)
+            initializer=rm.init.Xavier(), batch_end_callback=on_batch, eval_metric=metric)
     return mod, {k: v.copy() for k, v in mod.get_params()[0].items()}
 
 
@@ -43,7 +43,7 @@ def assert_close(a, b, tol=1e-5):
 
 
 def test_kills_between_and_during_steps_keep_the_trajectory(close_modules):
-    epochs = 6  # 120 steps
+    epochs = 15  # 300 steps of 40 rows, 4 workers, a kill every 20 steps
     _, reference = fit(close_modules, epochs)
     chooser = random.Random(5)
     killed = []
@@ -55,10 +55,11 @@ def test_kills_between_and_during_steps_keep_the_trajectory(close_modules):
             ray.kill(alive[rank], no_restart=True)
             killed.append(rank)
 
-    state = {}
+    state = {"counted": []}
 
     def on_batch(param):
         step = param.epoch * STEPS_PER_EPOCH + param.nbatch
+        state["counted"].append(param.eval_metric.global_num_inst - 40 * (param.nbatch + 1))
         pool = param.locals["self"]._pool
         state["pool"] = pool
         if step % 40 == 10:  # between steps
@@ -68,8 +69,10 @@ def test_kills_between_and_during_steps_keep_the_trajectory(close_modules):
 
     mod, got = fit(close_modules, epochs, on_batch)
     assert_close(reference, got)
+    # after every step, each sample of the epoch so far counted once: recomputed slices too
+    assert state["counted"] == [0] * epochs * STEPS_PER_EPOCH
     events = [e["event"] for e in state["pool"].events]
-    assert len(killed) >= 2 and events.count("lost") == len(killed)
+    assert len(killed) >= 4 and events.count("lost") == len(killed)
     assert events.count("join") > 4  # replacements joined after the first four
 
 

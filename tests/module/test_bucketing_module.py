@@ -48,14 +48,15 @@ def _lm_iter(n=600, seed=0):
     return rm.rnn.BucketSentenceIter(_sentences(n, seed), 16, buckets=[5, 10, 20])
 
 
-def _fit(mod, it, num_epoch, begin_epoch=0, **kwargs):
+def _fit(mod, it, num_epoch, begin_epoch=0, callback=None, **kwargs):
     """Fit with Adam; returns the training perplexity at the end of each epoch."""
     per_epoch = {}
+    record = lambda p: per_epoch.__setitem__(p.epoch, p.eval_metric.get()[1])  # noqa: E731
     mod.fit(it, eval_metric=rm.metric.Perplexity(-1), num_epoch=num_epoch,
             begin_epoch=begin_epoch, optimizer="adam",
             optimizer_params={"learning_rate": 0.02},
             initializer=rm.init.Xavier(factor_type="in", magnitude=2.34),
-            batch_end_callback=lambda p: per_epoch.__setitem__(p.epoch, p.eval_metric.get()[1]),
+            batch_end_callback=[record] + ([callback] if callback else []),
             **kwargs)
     return [per_epoch[e] for e in sorted(per_epoch)]
 
@@ -318,6 +319,38 @@ def test_on_two_workers_matches_one_process(ray_cluster, close_modules):
         if workers:
             close_modules(mod._buckets[it.default_bucket_key])
     (ppl1, args1), (ppl2, args2) = results
+    np.testing.assert_allclose(ppl1, ppl2, rtol=1e-4)
+    for name in args1:
+        scale = np.abs(args1[name]).max()
+        np.testing.assert_allclose(args1[name], args2[name], atol=1e-4 * scale, err_msg=name)
+
+
+@pytest.mark.ray
+def test_workers_killed_while_buckets_switch(ray_cluster, close_modules):
+    import ray
+    runs = []
+    for kill in (False, True):
+        rm.random.seed(5)
+        it = _lm_iter(n=300)
+        mod = BucketingModule(_lm_sym_gen(), default_bucket_key=it.default_bucket_key,
+                              workers=rm.Workers(2, 3))
+        seen = []
+
+        def on_batch(param, mod=mod, kill=kill):
+            key = param.locals["data_batch"].bucket_key
+            if kill and seen and key != seen[-1] and len(seen) % 7 == 3:  # at a switch
+                pool = mod._buckets[mod._default_bucket_key]._pool
+                if len(pool) > 2:
+                    ray.kill(pool.workers[pool.ranks[0]], no_restart=True)
+            seen.append(key)
+
+        ppl = _fit(mod, it, num_epoch=2, callback=on_batch)
+        runs.append((ppl, {k: v.copy() for k, v in mod.get_params()[0].items()}))
+        pool = mod._buckets[it.default_bucket_key]._pool
+        close_modules(mod._buckets[it.default_bucket_key])
+        if kill:
+            assert sum(e["event"] == "lost" for e in pool.events) >= 1
+    (ppl1, args1), (ppl2, args2) = runs
     np.testing.assert_allclose(ppl1, ppl2, rtol=1e-4)
     for name in args1:
         scale = np.abs(args1[name]).max()

@@ -424,3 +424,30 @@ def test_on_two_workers_ends_far_below_sgd(ray_cluster, close_modules):
     sgd.fit(_iter(x, y, batch=100, shuffle=True), eval_metric="mse", num_epoch=10,
             optimizer="sgd", optimizer_params={"learning_rate": 0.025})
     assert svrg * 100 <= _excess_mse(sgd, x1, best) and svrg < 1e-7
+
+
+@pytest.mark.ray
+def test_worker_killed_during_the_full_gradient_pass(ray_cluster, close_modules, monkeypatch):
+    import ray
+    from raymod.cluster.remote_group import RayExecutorGroup
+    x, y = _least_squares_problem(rows=2000, cols=12)
+    reference = _fit_svrg(x, y, rm.Workers(2, 3), 3, close_modules)
+    original, killed = RayExecutorGroup._assign, []
+
+    def assign_then_kill(group, tasks):
+        plan = original(group, tasks)
+        if not killed and len(tasks) == 2000 // 100:  # the full pass of whole batches
+            rank = sorted(plan)[1]
+            ray.kill(group.pool.workers[rank], no_restart=True)
+            killed.append(rank)
+        return plan
+
+    monkeypatch.setattr(RayExecutorGroup, "_assign", assign_then_kill)
+    got = _fit_svrg(x, y, rm.Workers(2, 3), 3, close_modules)
+    assert killed
+    for name, mu in reference._param_dict[0].items():
+        np.testing.assert_allclose(got._param_dict[0][name], mu, rtol=1e-6, atol=1e-9,
+                                   err_msg=name)
+    a, b = reference.get_params()[0], got.get_params()[0]
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], atol=1e-5 * np.abs(a[name]).max())
