@@ -14,6 +14,7 @@ __all__ = ["init", "shutdown", "is_initialized"]
 
 _LOG = logging.getLogger(__name__)
 _LOOPBACK = "127.0.0.1"
+_started_here = {"local": True}  # whether init() started the cluster (vs joined one)
 
 
 def is_initialized() -> bool:
@@ -59,6 +60,7 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
         kwargs.update(ray_kwargs)
+        _started_here["local"] = local
         if local:
             from ray._private import ray_constants
             ray_constants.ENABLE_RAY_CLUSTER = False  # in case ray was imported earlier
@@ -71,6 +73,11 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
                   ray.get_runtime_context().gcs_address)
     return {"address": ray.get_runtime_context().gcs_address,
             "resources": ray.cluster_resources(), "local": local}
+
+
+def is_local() -> bool:
+    """Whether the connected cluster is a loopback one started by :func:`init`."""
+    return _started_here["local"]
 
 
 def shutdown() -> None:

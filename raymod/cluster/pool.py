@@ -53,6 +53,12 @@ class WorkerPool:
         self._sources: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._source_ids = 0
         self.events: list[dict] = []
+        self.target = spec.max_workers  # live + starting actors the pool keeps asking for
+        if not local.is_local():  # on a real cluster, tell the autoscaler what we want
+            from ray.autoscaler.sdk import request_resources
+            want = {"CPU": spec.cpus_per_worker, "GPU": spec.gpus_per_worker,
+                    **(spec.resources or {})}
+            request_resources(bundles=[{k: v for k, v in want.items() if v}] * self.target)
         for _ in range(spec.max_workers):
             self._spawn()
         self.wait_for(spec.min_workers, spec.start_timeout)
@@ -117,15 +123,27 @@ class WorkerPool:
 
     def replenish(self) -> None:
         """Start actors until live plus starting ones reach ``max_workers``."""
-        while len(self.workers) + len(self._starting) < self.spec.max_workers:
+        while len(self.workers) + len(self._starting) < self.target:
             self._spawn()
 
-    def remove(self, rank: int) -> None:
-        """Stop one worker gracefully (between steps)."""
-        handle = self.workers.pop(rank, None)
-        if handle is not None:
-            self._ray.kill(handle, no_restart=True)
+    def remove(self, count: int = 1) -> list[int]:
+        """Let ``count`` workers leave gracefully (call it between steps, e.g. from a
+        batch-end callback): nothing is recomputed, and the pool stops replacing them.
+
+        Returns the ranks that left (the newest ones; never below ``min_workers``).
+        """
+        if count < 0 or len(self.workers) - count < self.spec.min_workers:
+            raise ValueError(f"remove({count}): {len(self.workers)} workers, "
+                             f"min_workers={self.spec.min_workers}")
+        self.target = max(self.spec.min_workers, self.target - count)
+        left = self.ranks[len(self.workers) - count:]
+        for rank in left:
+            self._ray.kill(self.workers.pop(rank), no_restart=True)
             self._event("leave", rank)
+        while self._starting and len(self.workers) + len(self._starting) > self.target:
+            _, (_, handle) = self._starting.popitem()  # no longer wanted
+            self._ray.kill(handle, no_restart=True)
+        return left
 
     def shutdown(self) -> None:
         """Stop every worker actor."""

@@ -100,3 +100,19 @@ def test_kvserver_killed_twice_loses_no_step(close_modules, monkeypatch):
     assert [r["shards"] for r in recoveries] == [[0], [1]]
     assert all(r["steps_replayed"] > 0 for r in recoveries)
     assert mod._exec_group.state.step == epochs * STEPS_PER_EPOCH
+
+
+def test_graceful_leave_at_a_step_boundary(close_modules):
+    _, reference = fit(close_modules, 2)
+    left = []
+
+    def on_batch(param):
+        if param.epoch == 0 and param.nbatch == 5:
+            left.extend(param.locals["self"]._pool.remove(1))
+
+    mod, got = fit(close_modules, 2, on_batch)
+    assert_close(reference, got)
+    assert len(left) == 1 and len(mod._pool) == 3
+    assert [e["event"] for e in mod._pool.events].count("leave") == 1
+    with pytest.raises(ValueError, match="min_workers=3"):
+        mod._pool.remove(1)
