@@ -276,7 +276,9 @@ class MetricsLogger:
     """Writes training progress as JSON lines, one object per event, flushed on each write.
 
     Batch lines: ``{"event": "batch", "epoch", "nbatch", "time", "<metric>": value, ...}``;
-    epoch lines: ``{"event": "epoch", "epoch", "time", "<metric>": value, ..., **extra}``.
+    epoch lines: ``{"event": "epoch", "epoch", "time", "<metric>": value, ..., **extra}``;
+    for a module on Ray workers, membership lines ``{"event": "membership", "kind": "join" |
+    "lost" | "leave" | "kvserver_recovered", "rank", "workers", ...}`` with their timings.
     ``time`` is seconds since the epoch (``time.time()``); NaN / infinite values are written
     as ``null`` so that strict JSON parsers accept every line. A metric named like a reserved
     key (event, epoch, nbatch, time) is written as ``metric_<name>``.
@@ -302,6 +304,7 @@ class MetricsLogger:
         if parent:
             os.makedirs(parent, exist_ok=True)
         self._file = open(self.path, mode, encoding="utf-8")
+        self._events_seen: dict[int, int] = {}
 
     def write(self, record: dict) -> None:
         """Write one JSON object as a line and flush it."""
@@ -320,6 +323,7 @@ class MetricsLogger:
             self.log_epoch(args[0], None)
             return
         param = args[0]
+        self._write_membership(param)
         if param.nbatch % self.frequent != 0:
             return
         metric = param.eval_metric
@@ -327,6 +331,21 @@ class MetricsLogger:
                   "time": time.time()}
         record.update(self._metrics(metric.get_name_value() if metric is not None else None))
         self.write(record)
+
+    def _write_membership(self, param: Any) -> None:
+        """Write the worker pool's new events (joins, losses, leaves, KVServer recoveries)
+        of a module on Ray workers as ``{"event": "membership", ...}`` lines."""
+        module = (getattr(param, "locals", None) or {}).get("self")
+        module = getattr(module, "_curr_module", module)  # a BucketingModule's current bucket
+        pool = getattr(module, "_pool", None)
+        if pool is None:
+            return
+        seen = self._events_seen.get(id(pool), 0)
+        for event in pool.events[seen:]:
+            self.write({"event": "membership", "epoch": int(param.epoch),
+                        "nbatch": int(param.nbatch), "kind": event["event"],
+                        **{k: _json_value(v) for k, v in event.items() if k != "event"}})
+        self._events_seen[id(pool)] = len(pool.events)
 
     def log_epoch(self, epoch: int, name_values: Iterable | dict | None, **extra: Any) -> None:
         """Write an epoch line.

@@ -1,5 +1,6 @@
 """Workers killed during training: survivors recompute their slices, replacements join at
 step boundaries, and the trajectory is that of a run without failures."""
+import json
 import random
 import threading
 import time
@@ -102,7 +103,7 @@ def test_kvserver_killed_twice_loses_no_step(close_modules, monkeypatch):
     assert mod._exec_group.state.step == epochs * STEPS_PER_EPOCH
 
 
-def test_graceful_leave_at_a_step_boundary(close_modules):
+def test_graceful_leave_at_a_step_boundary(close_modules, tmp_path):
     _, reference = fit(close_modules, 2)
     left = []
 
@@ -110,9 +111,14 @@ def test_graceful_leave_at_a_step_boundary(close_modules):
         if param.epoch == 0 and param.nbatch == 5:
             left.extend(param.locals["self"]._pool.remove(1))
 
-    mod, got = fit(close_modules, 2, on_batch)
+    log = rm.callback.MetricsLogger(tmp_path / "metrics.jsonl")
+    mod, got = fit(close_modules, 2, [on_batch, log])
+    log.close()
     assert_close(reference, got)
     assert len(left) == 1 and len(mod._pool) == 3
+    lines = [json.loads(line) for line in open(tmp_path / "metrics.jsonl")]
+    kinds = [r["kind"] for r in lines if r["event"] == "membership"]
+    assert kinds.count("join") == 4 and kinds.count("leave") == 1
     assert [e["event"] for e in mod._pool.events].count("leave") == 1
     with pytest.raises(ValueError, match="min_workers=3"):
         mod._pool.remove(1)
