@@ -1,0 +1,164 @@
+"""The ``raymod`` command: run jobs and benchmarks, inspect checkpoints, plot training curves.
+
+    raymod train digits --workers 2:4 --epochs 5    # jobs/train_digits.py, flags passed through
+    raymod train                                    # lists the jobs
+    raymod bench executor --repeats 3               # bench/bench_executor.py
+    raymod bench                                    # lists the benchmarks
+    raymod inspect runs/digits/digits               # newest PREFIX-NNNN.params (+ .states)
+    raymod inspect runs/digits/digits-0012.params   # one epoch
+    raymod inspect runs/mlp                         # newest fit(checkpoint=...) step-* folder
+    raymod plot runs/digits/metrics.jsonl -o curves.png
+
+Jobs and benchmarks are the scripts of a ``jobs/`` and a ``bench/`` folder: the current
+directory's first, then those of the raymod checkout this package was installed from. They
+run as child processes of the same Python, in the current directory, with every argument after
+the name passed through; their exit status is the command's.
+
+``inspect`` reads checkpoints without unpickling anything: ``.params`` files through raymod's
+MXNet NDArray reader, optimizer states through ``rm.optimizer.Updater.set_states`` (npz +
+JSON, ``allow_pickle=False``), ``position.json`` as JSON. Paths may be ``pyarrow.fs`` URIs.
+
+Exit status: 0 on success; 1 when a file is missing or unreadable (or a job fails); 2 for a
+usage error (unknown command, job or benchmark, bad flags). Errors are one line on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .errors import ArgumentParser as _ArgumentParser, CLIError
+from .inspect_checkpoint import _cmd_inspect
+from .plot import _cmd_plot
+from .scripts import _cmd_bench, _cmd_train
+
+__all__ = ["main"]
+
+_PROG = "raymod"
+
+
+def _epoch_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an epoch number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(prog=_PROG, description=__doc__.splitlines()[0],
+                             formatter_class=argparse.RawDescriptionHelpFormatter,
+                             epilog="Run 'raymod COMMAND --help' for a command's options.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgumentParser)
+
+    train = sub.add_parser(
+        "train", help="run a job of jobs/ (e.g. digits), flags passed through",
+        description="Run jobs/<JOB>.py (JOB: digits, train_digits, or a path to a .py file) "
+                    "with the same Python; every argument after JOB goes to the job. Without "
+                    "JOB, list the jobs.",
+        epilog="Common job flags: --workers MIN:MAX (0: in process), --cpus-per-worker N, "
+               "--gpus-per-worker N, --address auto, --epochs N, --checkpoint PREFIX, "
+               "--metrics PATH. 'raymod train digits --help' shows all of a job's flags.")
+    train.add_argument("job", nargs="?", metavar="JOB")
+    train.add_argument("job_args", nargs=argparse.REMAINDER, metavar="...",
+                       help="the job's own flags")
+    train.set_defaults(func=_cmd_train)
+
+    bench = sub.add_parser(
+        "bench", help="run a benchmark of bench/ (e.g. executor), flags passed through",
+        description="Run bench/bench_<NAME>.py with the same Python, passing every argument "
+                    "after NAME; 'all' runs each in turn. Without NAME, list the benchmarks.")
+    bench.add_argument("name", nargs="?", metavar="NAME")
+    bench.add_argument("bench_args", nargs=argparse.REMAINDER, metavar="...",
+                       help="the benchmark's own flags")
+    bench.set_defaults(func=_cmd_bench)
+
+    inspect = sub.add_parser(
+        "inspect", help="summarise a checkpoint (symbol, parameters, optimizer states, position)",
+        description="Summarise a checkpoint: its symbol, parameter names, shapes, dtypes and "
+                    "L2 norms, optimizer states (shapes, norms, update counts) and, for a "
+                    "fit(checkpoint=...) folder, the sampler position and membership log. "
+                    "CHECKPOINT is a PREFIX (newest epoch, or EPOCH), a PREFIX-NNNN.params "
+                    "file, a step-* folder or the folder holding them (newest). Nothing is "
+                    "unpickled.")
+    inspect.add_argument("checkpoint", metavar="CHECKPOINT")
+    inspect.add_argument("epoch", nargs="?", type=_epoch_arg, metavar="EPOCH",
+                         help="which epoch of a PREFIX (default: the newest)")
+    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+    inspect.set_defaults(func=_cmd_inspect)
+
+    plot = sub.add_parser(
+        "plot", help="plot training curves from a JSON-lines metrics file",
+        description="Plot the metrics of a JSON-lines file written by rm.callback."
+                    "MetricsLogger (the jobs' --metrics): one panel per metric (train and "
+                    "validation per epoch, running batch values), throughput, and worker "
+                    "membership events as dotted lines. Needs matplotlib (raymod[plot]).")
+    plot.add_argument("metrics", metavar="METRICS.jsonl")
+    plot.add_argument("-o", "--output", metavar="PNG",
+                      help="image to write (default: METRICS with .png)")
+    plot.add_argument("--no-batches", dest="batches", action="store_false",
+                      help="leave out the batch lines' running values")
+    plot.add_argument("--run", type=int, default=-1,
+                      help="which run of a file appended to by several (default -1: the last)")
+    plot.add_argument("--title", help="figure title (default: the file name)")
+    plot.add_argument("--dpi", type=_positive, default=100, help="(default %(default)s)")
+    plot.set_defaults(func=_cmd_plot)
+    return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("raymod")
+    except Exception:  # not installed as a distribution
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``raymod`` command with ``argv`` (default ``sys.argv[1:]``); its exit status."""
+    parser = _build_parser()
+    try:
+        args, unknown = parser.parse_known_args(argv)
+        if unknown and getattr(args, "command", None) in ("train", "bench"):
+            what = "JOB" if args.command == "train" else "NAME"
+            print(f"{_PROG} {args.command}: error: unrecognized arguments before {what}: "
+                  f"{' '.join(unknown)}; the script's flags go after its name: "
+                  f"{_PROG} {args.command} {what} [flags...]", file=sys.stderr)
+            return 2
+        if unknown:
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    except SystemExit as exit_:  # --help, --version, or a usage error already printed
+        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
+    if args.command is None:
+        print(f"{_PROG}: error: choose a command: train, bench, inspect or plot "
+              "(see --help)", file=sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except CLIError as err:
+        print(f"{_PROG} {args.command}: error: {err}", file=sys.stderr)
+        return err.status
+    except KeyboardInterrupt:
+        print(f"{_PROG} {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `raymod inspect ... | head`
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return 0
+
