@@ -30,9 +30,10 @@ from typing import Any, NoReturn
 
 import raymod as rm
 
-__all__ = ["EpochMetrics", "JobArgumentParser", "add_cluster_args", "add_output_args", "connect",
-           "contexts_from_args", "fail", "fraction", "kvstore_for", "limit_blas_threads",
-           "parse_workers", "positive_float", "positive_int", "progress_bar", "workers_from_args"]
+__all__ = ["EpochMetrics", "JobArgumentParser", "add_cluster_args", "add_output_args",
+           "add_plot_arg", "connect", "contexts_from_args", "fail", "fraction", "kvstore_for",
+           "limit_blas_threads", "parse_workers", "plot_path", "positive_float", "positive_int",
+           "progress_bar", "save_curves_png", "workers_from_args"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -262,12 +263,19 @@ class EpochMetrics:
         Samples per batch (the global batch on workers).
     has_validation : bool, default True
         Whether ``fit`` gets ``eval_data`` (the line then waits for :meth:`eval_end`).
+    mode : {'w', 'a'}, default 'w'
+        Overwrite the file, or append to it (several runs in one file).
+    fields : dict, optional
+        Constant fields added to every line (e.g. ``{"method": "sgd"}``).
     """
 
-    def __init__(self, path: str, batch_size: int, has_validation: bool = True):
-        self.log = rm.callback.MetricsLogger(path, mode="w")
+    def __init__(self, path: str, batch_size: int, has_validation: bool = True,
+                 mode: str = "w", fields: dict | None = None):
+        self.log = rm.callback.MetricsLogger(path, mode=mode)
         self.batch_size = batch_size
         self.has_validation = has_validation
+        self.fields = dict(fields or {})
+        self._notes: dict = {}
         self.records: list[dict] = []
         self._tic = time.time()
         self._pending: dict | None = None
@@ -307,9 +315,17 @@ class EpochMetrics:
             self._pending.update({f"val_{n}": v for n, v in param.eval_metric.get_name_value()})
         self._flush()
 
+    def note(self, **fields: Any) -> None:
+        """Add fields to the current epoch's line (call before it is written, e.g. from an
+        epoch-end callback listed before :meth:`epoch_end`)."""
+        self._notes.update(fields)
+
     def _flush(self) -> None:
         record, self._pending = self._pending, None
         epoch = record.pop("epoch")
+        record.update(self.fields)
+        record.update(self._notes)
+        self._notes = {}
         self.log.log_epoch(epoch, None, **record)
         self.records.append({"epoch": epoch, **record})
         self._tic = time.time()
@@ -332,3 +348,53 @@ class _TimedIter:
     def __iter__(self) -> Any:
         self._metrics.start()
         return iter(self._data_iter)
+
+
+# ---- plots ----------------------------------------------------------------------------------
+def add_plot_arg(parser: argparse.ArgumentParser) -> None:
+    """Add ``--plot PATH``: a PNG of the training curves (default: next to ``--metrics``)."""
+    parser.add_argument("--plot", default=None, metavar="PATH",
+                        help="PNG of the training curves (default: the --metrics path with "
+                             "suffix .png; 'none': no plot); needs matplotlib "
+                             "(pip install 'raymod[plot]'), skipped with a note otherwise")
+
+
+def plot_path(args: argparse.Namespace) -> str | None:
+    """Where ``--plot`` puts the PNG: as given, else ``--metrics`` with ``.png``; None: off."""
+    if args.plot is None:
+        return os.path.splitext(args.metrics)[0] + ".png"
+    return None if args.plot.strip().lower() in ("", "none") else args.plot
+
+
+def save_curves_png(path: str | None, curves: dict, title: str, ylabel: str,
+                    xlabel: str = "epoch", log_y: bool = False) -> bool:
+    """Plot ``{label: (xs, ys)}`` as lines on one axes and write the PNG ``path``.
+
+    Returns False, after a one-line note in the log, when matplotlib is not installed (or
+    when ``path`` is None); the job goes on either way.
+    """
+    if path is None:
+        return False
+    try:
+        # no pyplot: no GUI backend, no global state
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import MaxNLocator
+    except ImportError:
+        _LOG.warning("matplotlib is not installed: no plot written "
+                     "(pip install 'raymod[plot]')")
+        return False
+    fig = Figure(figsize=(6.4, 4.2), dpi=100, layout="constrained")
+    ax = fig.subplots()
+    for label, (xs, ys) in curves.items():
+        ax.plot(list(xs), list(ys), marker="o", markersize=3, label=label)
+    if log_y:
+        ax.set_yscale("log")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    fig.savefig(path)
+    return True

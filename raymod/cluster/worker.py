@@ -163,6 +163,9 @@ class Worker:
         for task in tasks:
             group, batch = self._forward(task, True)
             group.backward()
+            if metric is not None:  # now: the snapshot pass below overwrites the outputs
+                states[task["slice"]] = self._metric_state(metric, group, batch.label)
+            clock.lap("metric")
             grads = self._grads(group)
             if svrg:
                 at_w = {n: g.copy() for n, g in grads.items()}  # the next pass reuses them
@@ -171,9 +174,6 @@ class Worker:
             clock.lap("compute")
             published.update(self._push(step, task["slice"], grads, task.get("num_slices")))
             clock.lap("push")
-            if metric is not None:
-                states[task["slice"]] = self._metric_state(metric, group, batch.label)
-            clock.lap("metric")
         return {"rank": self.rank, "metrics": states, "published": published,
                 "seconds": clock.laps}
 

@@ -355,6 +355,14 @@ compression_params
         self._switch_to_batch(data_batch)
         self._curr_module.forward(data_batch, is_train=is_train)
 
+    def close(self) -> None:
+        """Stop the Ray worker actors every bucket runs on (raymod addition; a no-op in
+        process). Bind again before further use."""
+        default = self._buckets.get(self._default_bucket_key)
+        self._reset_bind()  # keeps the parameter values on the host
+        if default is not None:
+            default.close()
+
     def _fit_batch(self, data_batch: Any, eval_metric: Any) -> None:
         """Train on one batch in its bucket's module (on workers: one call per worker)."""
         self._require(Stage.OPTIMIZER_READY, "fit")

@@ -389,12 +389,12 @@ def test_svrg_ends_far_below_sgd_at_the_same_learning_rate():
 
 # ---- on Ray workers -----------------------------------------------------------------------------
 
-def _fit_svrg(x, y, workers, epochs, close, batch=100, lr=0.025):
+def _fit_svrg(x, y, workers, epochs, close, batch=100, lr=0.025, metric="mse"):
     rm.random.seed(0)
     mod = SVRGModule(_net(), label_names=[LABEL], update_freq=2, workers=workers)
     if workers:
         close(mod)
-    mod.fit(_iter(x, y, batch=batch, shuffle=True), eval_metric="mse", num_epoch=epochs,
+    mod.fit(_iter(x, y, batch=batch, shuffle=True), eval_metric=metric, num_epoch=epochs,
             optimizer="sgd", optimizer_params={"learning_rate": lr})
     return mod
 
@@ -402,7 +402,10 @@ def _fit_svrg(x, y, workers, epochs, close, batch=100, lr=0.025):
 @pytest.mark.ray
 def test_on_two_workers_matches_one_process(ray_cluster, close_modules):
     x, y = _least_squares_problem(rows=2000, cols=12)
-    mods = [_fit_svrg(x, y, w, 4, close_modules) for w in (None, 2)]
+    metrics = [rm.metric.MSE(), rm.metric.MSE()]
+    mods = [_fit_svrg(x, y, w, 4, close_modules, metric=m) for w, m in zip((None, 2), metrics)]
+    # the training metric sees the outputs at w, not at the snapshot
+    assert metrics[1].get()[1] == pytest.approx(metrics[0].get()[1], rel=1e-4)
     (a, _), (b, _) = (m.get_params() for m in mods)
     for name in a:
         np.testing.assert_allclose(b[name], a[name], atol=1e-5 * np.abs(a[name]).max(),
