@@ -9,7 +9,8 @@ imported) so figures compare with the 2-core reference machine; pass --threads t
 Prints one JSON object per measurement, then a table.
 
 Workloads (all data synthetic and seeded):
-  mlp    MLP 784-128-64-10 (relu) + SoftmaxOutput, batch 100, SGD lr 0.1, 60k rows.
+  mlp    MLP 784-128-64-10 (relu) + SoftmaxOutput, batch 100, SGD lr 0.1, 60k rows
+         (--mlp-rows).
   lenet  conv20(5x5)-tanh-maxpool-conv50(5x5)-tanh-maxpool-fc500-tanh-fc10, 1x28x28, batch 64.
   lstm   BucketingModule LM: embed 200, 2x LSTMCell(200), vocab 10,000, buckets 10/20/30/40,
          batch 32, SGD lr 0.01 (as example/rnn/bucketing/lstm_bucketing.py).
@@ -38,7 +39,10 @@ def parse_args():
     ap.add_argument("--repeats", type=int, default=5, help="repeats for the executor-step figure")
     ap.add_argument("--steps", type=int, default=100, help="steps per executor-step repeat")
     ap.add_argument("--fit-epochs", type=int, default=3, help="timed fit epochs after the warm-up")
+    ap.add_argument("--mlp-rows", type=int, default=60000)
     ap.add_argument("--lenet-rows", type=int, default=6400)
+    ap.add_argument("--no-step", action="store_true",
+                    help="Module.fit figures only: skip the executor-step and numpy figures")
     ap.add_argument("--lstm-batches", type=int, default=60, help="timed LSTM batches")
     ap.add_argument("--lstm-time-cap", type=float, default=60.0,
                     help="stop the LSTM run after this many seconds of timed batches")
@@ -116,6 +120,8 @@ def classifier_bench(name, sym, X, y, batch, lr):
     emit(workload=name, metric="fit_samples_per_s", value=round(rows / median(secs), 1),
          epoch_seconds=[round(s, 4) for s in secs], warmup_epoch_seconds=round(warm, 4),
          rows=rows, batch_size=batch)
+    if ARGS.no_step:
+        return
     it.reset()
     db = next(iter(it))
     reps = time_steps(mod, db, ARGS.repeats, ARGS.steps)
@@ -128,8 +134,8 @@ def classifier_bench(name, sym, X, y, batch, lr):
 # ---------------------------------------------------------------- 1. MLP
 def bench_mlp():
     rng = np.random.RandomState(0)
-    X = rng.rand(60000, 784).astype(np.float32)
-    y = rng.randint(0, 10, 60000).astype(np.float32)
+    X = rng.rand(ARGS.mlp_rows, 784).astype(np.float32)
+    y = rng.randint(0, 10, ARGS.mlp_rows).astype(np.float32)
     data = mx.sym.Variable("data")
     x = mx.sym.FullyConnected(data, num_hidden=128, name="fc1")
     x = mx.sym.Activation(x, act_type="relu", name="relu1")
@@ -138,7 +144,8 @@ def bench_mlp():
     x = mx.sym.FullyConnected(x, num_hidden=10, name="fc3")
     sym = mx.sym.SoftmaxOutput(x, name="softmax")
     classifier_bench("mlp", sym, X, y, 100, 0.1)
-    numpy_mlp_calibration(X[:100], y[:100].astype(np.int64))
+    if not ARGS.no_step:
+        numpy_mlp_calibration(X[:100], y[:100].astype(np.int64))
 
 
 def numpy_mlp_calibration(xb, yb, lr=0.1):
@@ -276,6 +283,7 @@ def bench_lstm():
          timed_batches=len(times), seconds=round(total, 3), batch_size=batch,
          ms_per_batch_by_bucket={str(k): round(1e3 * median(v), 2) for k, v in sorted(by_bucket.items())},
          batches_per_bucket={str(k): len(v) for k, v in sorted(by_bucket.items())},
+         dataset_batches_per_bucket={str(k): v for k, v in sorted(per_bucket.items())},
          default_bucket_bind_init_s=round(t_bind, 3),
          tokens_per_s=round(sum(k for k in keys) * batch / total, 1))
 

@@ -163,6 +163,7 @@ class Worker:
         for task in tasks:
             group, batch = self._forward(task, True)
             group.backward()
+            clock.lap("compute")
             if metric is not None:  # now: the snapshot pass below overwrites the outputs
                 states[task["slice"]] = self._metric_state(metric, group, batch.label)
             clock.lap("metric")

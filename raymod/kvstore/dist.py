@@ -294,6 +294,12 @@ class DistKVStore(KVStoreBase):
         """Worker actors of the module using this store (1 until one attaches)."""
         return self.num_workers_attached
 
+    def close(self) -> None:
+        """Stop the server actors (the store is unusable afterwards)."""
+        for server in self.servers:
+            self._ray.kill(server, no_restart=True)
+        self.servers = []
+
     def _barrier(self) -> None:
         """Nothing to wait for: the driver orders every step."""
 

@@ -173,6 +173,7 @@ class Module(BaseModule):
         self._data_shapes: list | None = None
         self._label_shapes: list | None = None
         self._pool = None
+        self._owns_kvstore = False
 
     @property
     def _remote(self) -> bool:
@@ -180,13 +181,20 @@ class Module(BaseModule):
         return self._workers is not None
 
     def close(self) -> None:
-        """Stop this module's Ray worker actors (raymod addition; a no-op in process).
+        """Stop this module's Ray worker actors and the KVServers it started (raymod
+        addition; a no-op in process).
 
-        The module must be bound again before further use.
+        The parameter values stay on the host (``get_params`` still works after a bind);
+        the module must be bound again before further training.
         """
         if self._pool is not None:
+            if self._exec_group is not None and self._params_dirty:
+                self._sync_params_from_devices()  # keep the trained values on the host
             self._pool.shutdown()
             self._pool = None
+            if self._owns_kvstore:  # made from a type name by init_optimizer: its servers too
+                self._kvstore.close()
+                self._kvstore, self._owns_kvstore = None, False
             self._exec_group = None
             self._stage = Stage.PARAMS_LOADED if self._stage.params_initialized else Stage.CREATED
 
@@ -571,6 +579,7 @@ class Module(BaseModule):
             self._sync_params_from_devices()
         if self._remote:
             kv, update_on_kvstore = _create_dist_kvstore(kvstore, self.logger)
+            self._owns_kvstore = kv is not kvstore
         else:
             kv, update_on_kvstore = _create_kvstore(kvstore, len(self._context), self._arg_params)
         batch_size = self._exec_group.batch_size
