@@ -41,38 +41,8 @@ _LOG = logging.getLogger(__name__)
 KVSTORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
 
 
-# ---- argparse types (a ValueError / ArgumentTypeError becomes "argument --x: message") ----
-def positive_int(text: str) -> int:
-    """An int >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+from raymod.cli.argtypes import fraction, positive_float, positive_int  # noqa: E402
 
-
-def positive_float(text: str) -> float:
-    """A finite float > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """A float in [0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
 
 
 def parse_workers(text: str) -> rm.Workers | None:

@@ -27,6 +27,7 @@ import argparse
 import os
 import sys
 
+from .argtypes import nonnegative_int, positive_int
 from .errors import ArgumentParser as _ArgumentParser, CLIError
 from .inspect_checkpoint import _cmd_inspect
 from .plot import _cmd_plot
@@ -35,26 +36,6 @@ from .scripts import _cmd_bench, _cmd_train
 __all__ = ["main"]
 
 _PROG = "raymod"
-
-
-def _epoch_arg(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an epoch number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -95,7 +76,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     "file, a step-* folder or the folder holding them (newest). Nothing is "
                     "unpickled.")
     inspect.add_argument("checkpoint", metavar="CHECKPOINT")
-    inspect.add_argument("epoch", nargs="?", type=_epoch_arg, metavar="EPOCH",
+    inspect.add_argument("epoch", nargs="?", type=nonnegative_int, metavar="EPOCH",
                          help="which epoch of a PREFIX (default: the newest)")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.set_defaults(func=_cmd_inspect)
@@ -114,7 +95,7 @@ def _build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--run", type=int, default=-1,
                       help="which run of a file appended to by several (default -1: the last)")
     plot.add_argument("--title", help="figure title (default: the file name)")
-    plot.add_argument("--dpi", type=_positive, default=100, help="(default %(default)s)")
+    plot.add_argument("--dpi", type=positive_int, default=100, help="(default %(default)s)")
     plot.set_defaults(func=_cmd_plot)
     return parser
 

@@ -8,13 +8,11 @@ names :func:`create` accepts. A class that serves several names (``'dist_sync'``
 from __future__ import annotations
 
 import importlib
-import os
-import tempfile
 from typing import Any
 
 import numpy as np
 
-from ..base import MXNetError
+from ..base import MXNetError, bytes_via_file, file_from_bytes
 from ..registry import Registry
 
 __all__ = ["KVStoreBase", "create", "register"]
@@ -115,19 +113,11 @@ class KVStoreBase:
 
     def get_optimizer_states(self, dump_optimizer: bool = False) -> bytes:
         """The bytes :meth:`save_optimizer_states` writes (through a temporary file)."""
-        with tempfile.TemporaryDirectory() as tmp:
-            fname = os.path.join(tmp, "states")
-            self.save_optimizer_states(fname, dump_optimizer)
-            with open(fname, "rb") as f:
-                return f.read()
+        return bytes_via_file(lambda fname: self.save_optimizer_states(fname, dump_optimizer))
 
     def set_optimizer_states(self, states: bytes) -> None:
         """Load optimizer states given as bytes (through a temporary file)."""
-        with tempfile.TemporaryDirectory() as tmp:
-            fname = os.path.join(tmp, "states")
-            with open(fname, "wb") as f:
-                f.write(states)
-            self.load_optimizer_states(fname)
+        file_from_bytes(states, self.load_optimizer_states)
 
     # ---- identity and synchronisation ----------------------------------------------------
 

@@ -9,13 +9,12 @@ The loops here call only a module's primitives (``bind``, ``init_params``,
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 import time
 import warnings
 from typing import Any, Iterator
 
 from .. import metric as _metric
+from ..base import bytes_via_file, file_from_bytes
 from ..callback import BatchEndParam
 from ..checkpoint import params_dict, split_params
 from ..initializer import Uniform
@@ -422,19 +421,11 @@ class BaseModule:
 
     def _optimizer_states(self) -> bytes:
         """The optimizer states as bytes (through :meth:`save_optimizer_states`)."""
-        with tempfile.TemporaryDirectory() as tmp:
-            fname = os.path.join(tmp, "states")
-            self.save_optimizer_states(fname)
-            with open(fname, "rb") as f:
-                return f.read()
+        return bytes_via_file(self.save_optimizer_states)
 
     def _set_optimizer_states(self, blob: bytes) -> None:
         """Load optimizer states given as bytes (through :meth:`load_optimizer_states`)."""
-        with tempfile.TemporaryDirectory() as tmp:
-            fname = os.path.join(tmp, "states")
-            with open(fname, "wb") as f:
-                f.write(blob)
-            self.load_optimizer_states(fname)
+        file_from_bytes(blob, self.load_optimizer_states)
 
     def _fit_begin_epoch(self, epoch: int, train_data: Any, eval_metric: Any) -> None:
         """Start an epoch: reset the training metric (SVRGModule adds its full-gradient pass)."""
