@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 
 import raymod as rm  # noqa: E402
 import raymod.symbol as sym  # noqa: E402
-from raymod.optimizer import SGD  # noqa: E402
+from raymod.optimizer import SGD, get_updater  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 import handwritten  # noqa: E402
@@ -50,24 +50,26 @@ def lenet_symbol():
 
 
 class RaymodStep:
-    """One executor and an SGD optimizer updating its arrays in place."""
+    """One executor and an SGD updater changing its arrays in place, called as Module.update
+    calls it: one updater call with every parameter's index, gradient and weight."""
 
     def __init__(self, symbol, data_shape, batch, rng):
-        self.names = [n for n in symbol.list_arguments() if n not in ("data", "softmax_label")]
+        names = [n for n in symbol.list_arguments() if n not in ("data", "softmax_label")]
         # as Module binds: gradients for parameters only
-        self.ex = symbol.simple_bind(rm.cpu(), grad_req={n: "write" for n in self.names},
+        self.ex = symbol.simple_bind(rm.cpu(), grad_req={n: "write" for n in names},
                                      data=data_shape, softmax_label=(batch,))
-        for n in self.names:
+        for n in names:
             arr = self.ex.arg_dict[n]
             arr[...] = rng.uniform(-0.07, 0.07, arr.shape) if n.endswith("weight") else 0
-        self.opt = SGD(learning_rate=0.1, rescale_grad=1.0 / batch)
-        self.states = [self.opt.create_state(i, self.ex.arg_dict[n]) for i, n in enumerate(self.names)]
+        self.updater = get_updater(SGD(learning_rate=0.1, rescale_grad=1.0 / batch))
+        self.indices = list(range(len(names)))
+        self.weights = [self.ex.arg_dict[n] for n in names]
+        self.grads = [self.ex.grad_dict[n] for n in names]
 
     def step(self, x, y):
         self.ex.forward(is_train=True, data=x, softmax_label=y)
         self.ex.backward()
-        for i, n in enumerate(self.names):
-            self.opt.update(i, self.ex.arg_dict[n], self.ex.grad_dict[n], self.states[i])
+        self.updater(self.indices, self.grads, self.weights)
 
 
 def _rate(step, batches, steps: int) -> float:

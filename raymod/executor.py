@@ -200,10 +200,16 @@ class Executor:
         self._values: list = [None] * (len(plan.slot_shapes) + 1)
         for slot, array in zip(plan.arg_slots, arg_arrays):  # pinned: never freed
             self._values[slot] = array
+        # what forward and backward read per step, resolved once
+        self._forward_steps = [(st.forward, st.inputs, st.outputs, st.aux, st, free_i, free_t)
+                               for st, free_i, free_t in
+                               zip(plan.steps, plan.free_infer, plan.free_train)]
         none = len(plan.slot_shapes)
         self._backward_steps = [
-            (i, st, tuple(s if k else none for s, k in zip(st.inputs, st.keep_in)),
+            (i, st.op.backward, st.outputs, st.op.is_loss,
+             tuple(s if k else none for s, k in zip(st.inputs, st.keep_in)),
              tuple(s if k else none for s, k in zip(st.outputs, st.keep_out)),
+             st.need_grad,
              tuple((k, s) for k, (s, need) in enumerate(zip(st.inputs, st.need_grad)) if need),
              {"grad_out": [grad_arrays[k] if k >= 0 else None for k in st.grad_out]}
              if st.grad_out else {})
@@ -357,21 +363,20 @@ class Executor:
                 raise MXNetError(f"forward: {name!r} has shape {tuple(value.shape)}, the executor "
                                  f"was bound with {tuple(target.shape)} (use reshape)")
             target[...] = xp.asarray(value)
-        plan, vals, saved, aux = self.plan, self._values, self._saved, self.aux_arrays
-        free = plan.free_train if is_train else plan.free_infer
-        monitor = self._monitor
+        vals, saved, aux, monitor = self._values, self._saved, self.aux_arrays, self._monitor
         with self._ctx.scope():
-            for i, st in enumerate(plan.steps):
-                outs, saved[i] = st.forward(xp, [vals[s] for s in st.inputs],
-                                            [aux[k] for k in st.aux], is_train)
-                for s, o in zip(st.outputs, outs):
+            for i, (forward, inputs, outputs, aux_ids, st, free_infer, free_train) in \
+                    enumerate(self._forward_steps):
+                outs, saved[i] = forward(xp, [vals[s] for s in inputs],
+                                         [aux[k] for k in aux_ids] if aux_ids else [], is_train)
+                for s, o in zip(outputs, outs):
                     vals[s] = o
                 if monitor is not None:
                     self._report(st, outs)
-                for s in free[i]:
+                for s in free_train if is_train else free_infer:
                     vals[s] = None
         self._trained = is_train
-        self.outputs = [vals[s] for s in plan.head_slots]
+        self.outputs = [vals[s] for s in self.plan.head_slots]
         return self.outputs
 
     def backward(self, out_grads=None, is_train: bool = True) -> None:
@@ -399,21 +404,22 @@ class Executor:
             for s, g in zip(plan.head_slots, self._head_defaults):
                 grads[s] = g
         with self._ctx.scope():
-            for i, st, kept_in, kept_out, grad_inputs, extra in self._backward_steps:
-                ogs = [grads[s] for s in st.outputs]
-                if not st.op.is_loss and any(g is None for g in ogs):
+            for (i, backward, outputs, is_loss, kept_in, kept_out, need_grad, grad_inputs,
+                 extra) in self._backward_steps:
+                ogs = [grads[s] for s in outputs]
+                if not is_loss and any(g is None for g in ogs):
                     if all(g is None for g in ogs):
                         continue
                     ogs = [self._zeros_like_slot(s) if g is None else g
-                           for s, g in zip(st.outputs, ogs)]
-                in_grads = st.op.backward(xp, ogs, [vals[s] for s in kept_in],
-                                          [vals[s] for s in kept_out], saved[i],
-                                          list(st.need_grad), **extra)
+                           for s, g in zip(outputs, ogs)]
+                in_grads = backward(xp, ogs, [vals[s] for s in kept_in],
+                                    [vals[s] for s in kept_out], saved[i], list(need_grad),
+                                    **extra)
                 for k, s in grad_inputs:
                     g = in_grads[k]
                     if g is not None:
                         grads[s] = g if grads[s] is None else grads[s] + g
-                for s in st.outputs:
+                for s in outputs:
                     grads[s] = None
             for name, s, target, write in self._grad_targets:
                 g = grads[s]

@@ -52,33 +52,33 @@ class SGD(Optimizer):
         return get_array_module(weight).zeros_like(weight)
 
     def _update_one(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
-        self._step(weight, grad, state, self._get_lr(index), self._get_wd(index))
+        self._steps([weight], [grad], [state], [self._get_lr(index)], [self._get_wd(index)])
 
     def _update_many(self, indices: list, weights: list, grads: list, states: list) -> None:
         # as MXNet's multi_sgd_update: count every index, then read all the rates at once
         self._update_count(indices)
-        for w, g, s, lr, wd in zip(weights, grads, states, self._get_lrs(indices),
-                                   self._get_wds(indices)):
-            self._step(w, g, s, lr, wd)
+        self._steps(weights, grads, states, self._get_lrs(indices), self._get_wds(indices))
 
-    def _step(self, weight: Any, grad: Any, state: Any, lr: float, wd: float) -> None:
-        """The update of one weight at rate ``lr`` and decay ``wd``."""
-        xp = get_array_module(weight)
-        if self._clipping():
-            g = self._grad(xp, grad, weight)
-            g *= lr
-        else:  # one pass: lr folded into the rescale (the common, hot case)
-            g = xp.multiply(grad, lr * self.rescale_grad, dtype=weight.dtype)
-        if state is None:
+    def _steps(self, weights: list, grads: list, states: list, lrs: list, wds: list) -> None:
+        """Update each weight at its rate and decay; the per-call work is done once."""
+        clipping, rescale, momentum = self._clipping(), self.rescale_grad, self.momentum
+        for weight, grad, state, lr, wd in zip(weights, grads, states, lrs, wds):
+            xp = get_array_module(weight)
+            if clipping:
+                g = self._grad(xp, grad, weight)
+                g *= lr
+            else:  # one pass: lr folded into the rescale (the common, hot case)
+                g = xp.multiply(grad, lr * rescale, dtype=weight.dtype)
+            if state is None:
+                if wd:
+                    weight *= 1.0 - lr * wd
+                weight -= g
+                continue
+            state *= momentum
             if wd:
-                weight *= 1.0 - lr * wd
-            weight -= g
-            return
-        state *= self.momentum
-        if wd:
-            state -= (lr * wd) * weight
-        state -= g
-        weight += state
+                state -= (lr * wd) * weight
+            state -= g
+            weight += state
 
 
 _REGISTRY.register(SGD, name="ccsgd")  # MXNet's deprecated alias

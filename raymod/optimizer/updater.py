@@ -104,8 +104,7 @@ class Updater:
         :meth:`set_states` until the index is next updated).
     aggregate_updates : bool
         Whether the optimizer takes several weights per call (its ``aggregate_num`` > 0,
-        as SGD's): weights of one dtype then go to it in lists of up to ``aggregate_num``,
-        as MXNet does.
+        as SGD's): the weights then go to it in order, in lists of up to ``aggregate_num``.
     """
 
     def __init__(self, optimizer: Optimizer):
@@ -132,27 +131,24 @@ class Updater:
         if not len(indices) == len(grads) == len(weights):
             raise ValueError(f"got {len(indices)} indices, {len(grads)} grads and "
                              f"{len(weights)} weights")
+        opt, states, synced = self.optimizer, self.states, self.states_synced
         if weights:
-            self.optimizer._set_current_context(context_of(weights[0]).device_id)
-        for idx, w in zip(indices, weights):
-            if idx not in self.states:
-                self.states[idx] = self.optimizer.create_state_multi_precision(idx, w)
-                self.states_synced[idx] = True
-            elif not self.states_synced.get(idx, False):
-                self.states[idx] = self.sync_state_context(self.states[idx], w)
-                self.states_synced[idx] = True
+            opt._set_current_context(context_of(weights[0]).device_id)
+        if not all(map(synced.get, indices)):  # some state is new or still on the host
+            for idx, w in zip(indices, weights):
+                if not synced.get(idx, False):
+                    states[idx] = (self.sync_state_context(states[idx], w) if idx in states
+                                   else opt.create_state_multi_precision(idx, w))
+                    synced[idx] = True
         if not self.aggregate_updates:
             for idx, g, w in zip(indices, grads, weights):
-                self.optimizer.update_multi_precision(idx, w, g, self.states[idx])
+                opt.update_multi_precision(idx, w, g, states[idx])
             return
-        by_dtype: dict = {}
-        for item in zip(indices, grads, weights):
-            by_dtype.setdefault(item[2].dtype, []).append(item)
-        size = self.optimizer.aggregate_num
-        for items in by_dtype.values():
-            for start in range(0, len(items), size):
-                idx, g, w = (list(c) for c in zip(*items[start:start + size]))
-                self.optimizer.update_multi_precision(idx, w, g, [self.states[i] for i in idx])
+        size = opt.aggregate_num
+        for start in range(0, len(indices), size):
+            chunk = indices[start:start + size]
+            opt.update_multi_precision(chunk, weights[start:start + size],
+                                       grads[start:start + size], [states[i] for i in chunk])
 
     def sync_state_context(self, state: Any, weight: Any) -> Any:
         """``state`` moved to the array module and device of ``weight``.

@@ -70,7 +70,8 @@ class SoftmaxOutput(LabelledLoss):
             z, axis = x, -1
         else:
             z, axis = x.reshape(x.shape[0], -1), 1
-        e = xp.exp(z - z.max(axis=axis, keepdims=True))
+        e = z - z.max(axis=axis, keepdims=True)
+        xp.exp(e, out=e)
         e /= e.sum(axis=axis, keepdims=True)
         return [e.reshape(x.shape)], None
 
@@ -115,4 +116,7 @@ class SoftmaxOutput(LabelledLoss):
             norm = label.size
         else:
             norm = label.size // n if self.multi_output else 1
-        return (grad * (self.grad_scale / norm)).reshape(p.shape)
+        scale = self.grad_scale / norm
+        if scale != 1:
+            grad *= scale
+        return grad.reshape(p.shape)
