@@ -63,6 +63,8 @@ def test_kills_between_and_during_steps_keep_the_trajectory(close_modules):
         state["counted"].append(param.eval_metric.global_num_inst - 40 * (param.nbatch + 1))
         pool = param.locals["self"]._pool
         state["pool"] = pool
+        if step % 20 == 10:  # the replacement may still be starting on a loaded machine
+            pool.wait_for(pool.spec.max_workers, 120)
         if step % 40 == 10:  # between steps
             kill_one(pool)
         if step % 40 == 30:  # at a random moment of the next steps, from another thread
@@ -73,7 +75,7 @@ def test_kills_between_and_during_steps_keep_the_trajectory(close_modules):
     # after every step, each sample of the epoch so far counted once: recomputed slices too
     assert state["counted"] == [0] * epochs * STEPS_PER_EPOCH
     events = [e["event"] for e in state["pool"].events]
-    assert len(killed) >= 4 and events.count("lost") == len(killed)
+    assert len(killed) == epochs * STEPS_PER_EPOCH // 20 and events.count("lost") == len(killed)
     assert events.count("join") > 4  # replacements joined after the first four
 
 
