@@ -1,10 +1,12 @@
 """One KVStore round on Ray against the same sums in one numpy process, side by side.
 
-A round: every worker packs its 25 MB float32 gradient (``ShardLayout.pack``, as
-``raymod/cluster/worker.py``'s ``_push``) and pushes it to every KVServer shard tagged
-``(step, slice)``; the shard that receives the step's last slice sums the slices in id order
-and publishes the result (``KVServer.push`` returns the published ``[ref]``); every worker then
-reads the published object and unpacks it into its own arrays (``refresh``). As in the real
+A round: every worker packs its 25 MB float32 gradient and pushes it to every KVServer shard
+tagged ``(step, slice)``; the shard that receives the step's last slice sums the slices in id
+order and publishes the result (``KVServer.push`` returns it); every worker then reads the
+published values and unpacks them into its own arrays. The workers do this through
+:class:`raymod.kvstore.client.ShardClient`, the code a module's workers run. Two byte paths
+are timed: "shared memory" (server and workers on one machine: packed into ``/dev/shm``
+blocks, read in place) and "object store" (every byte through Ray, as between machines). As in the real
 step protocol, a worker's read of round k's result happens at the start of its call for round
 k+1, so the steady-state time per call is one full round. Servers come from
 ``DistKVStore('dist_sync', num_servers=S)`` with no optimizer: the published value is the sum.
@@ -15,7 +17,7 @@ same N arrays (``total = g0.copy(); total += g1; ...``), the figure DESIGN.md qu
 is what an in-process multi-device store also does. Target: round <= 2x the sum-only baseline.
 
     OMP_NUM_THREADS=2 python bench/bench_kvstore.py [--workers 2,4] [--servers 1,2]
-        [--mb 25] [--rounds 20] [--repeats 3] [--quick]
+        [--paths shm,object-store] [--mb 25] [--rounds 20] [--repeats 3] [--quick]
 
 The final sums are checked against numpy (the round really sums what the workers pushed).
 """
@@ -33,6 +35,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 import numpy as np  # noqa: E402
 
 import raymod as rm  # noqa: E402
+from raymod.kvstore.client import ShardClient  # noqa: E402
 from raymod.kvstore.dist import DistKVStore  # noqa: E402
 from raymod.kvstore.layout import ShardLayout  # noqa: E402
 from raymod.kvstore.server import KVServer  # noqa: E402
@@ -46,46 +49,39 @@ def emit(**rec) -> dict:
 
 
 class PushWorker:
-    """A Ray actor that pushes a fixed gradient and reads the published sums, as Worker does."""
+    """A Ray actor that pushes a fixed gradient and reads the published sums through the
+    same :class:`ShardClient` a module's workers use."""
 
     def __init__(self, rank: int, layout, servers: list, sizes: list[int], seed: int):
         rng = np.random.default_rng(seed)
-        self.rank, self.layout, self.servers = rank, layout, list(servers)
+        self.rank, self.layout = rank, layout
+        self.client = ShardClient(layout, servers)
         self.grads = {f"g{k}": rng.standard_normal(n).astype(np.float32)
                       for k, n in enumerate(sizes)}
         self.params = {k: np.zeros_like(v) for k, v in self.grads.items()}
-        self.pack_buffers = {s: layout.buffers(s) for s in range(len(self.servers))}
         self.version = None
 
     def gradient(self) -> dict:
         return self.grads
 
     def step(self, step: int, num_slices: int, weights: tuple | None) -> dict:
-        """Read the previous round's result (``refresh``), then pack and push (``_push``)."""
-        import ray
+        """Read the previous round's result (as ``Worker.refresh``), then pack and push."""
         laps, t = {}, time.perf_counter()
         if weights is not None and weights[0] != self.version:
-            payloads = ray.get(weights[1])
-            for shard, payload in enumerate(payloads):
-                self.layout.unpack(shard, payload, self.params)
+            self.client.read(weights[1], lambda shard, values:
+                             self.layout.unpack(shard, values, self.params))
             self.version = weights[0]
         now = time.perf_counter()
         laps["read"], t = now - t, now
-        acks = []
-        pack = 0.0
-        for shard, server in enumerate(self.servers):
-            p0 = time.perf_counter()
-            payload = self.layout.pack(shard, self.grads, out=self.pack_buffers[shard])
-            pack += time.perf_counter() - p0
-            acks.append(server.push.remote(step, self.rank, payload, num_slices))
-        got = ray.get(acks)
-        now = time.perf_counter()
-        laps["pack"], laps["push"] = pack, now - t - pack
-        published = {shard: ack[0] for shard, ack in enumerate(got) if isinstance(ack, list)}
+        published = self.client.push(step, self.rank, self.grads, num_slices)
+        laps["push"] = time.perf_counter() - t
         return {"published": published, "seconds": laps}
 
     def values(self) -> dict:
         return self.params
+
+    def close(self) -> None:
+        self.client.close()
 
 
 def numpy_round(grads: list[np.ndarray], outs: list[np.ndarray] | None) -> float:
@@ -106,7 +102,7 @@ def server_floor(per_worker: list[np.ndarray], repeats: int = 5) -> dict:
     import ray
     layout = ShardLayout(1)
     pieces = [p for _, p in layout.add("g", per_worker[0].shape, per_worker[0].dtype)]
-    server = KVServer(0, "sync")
+    server = KVServer(0, "sync", shared_memory=False)
     server.add(pieces, layout.buffers(0))
     payloads = [layout.pack(0, {"g": g}) for g in per_worker]
     finish, put = [], []
@@ -143,9 +139,10 @@ def ray_rounds(actors, kv, num_slices: int, start: int, rounds: int,
     return secs, laps, weights
 
 
-def bench_config(n_workers: int, n_servers: int, sizes: list[int], rounds: int, repeats: int):
+def bench_config(n_workers: int, n_servers: int, sizes: list[int], rounds: int, repeats: int,
+                 shared_memory: bool):
     import ray
-    kv = DistKVStore("dist_sync", num_servers=n_servers)
+    kv = DistKVStore("dist_sync", num_servers=n_servers, shared_memory=shared_memory)
     keys = [f"g{k}" for k in range(len(sizes))]
     kv.init(keys, [np.zeros(n, np.float32) for n in sizes])
     actor_cls = ray.remote(num_cpus=1)(PushWorker)
@@ -171,15 +168,16 @@ def bench_config(n_workers: int, n_servers: int, sizes: list[int], rounds: int, 
     expect = np.sum(per_worker, axis=0, dtype=np.float32)
     err = float(np.max(np.abs(np.concatenate([got[k] for k in keys]) - expect)))
     floor = server_floor(per_worker)
+    ray.get([a.close.remote() for a in actors])
     for a in actors:
         ray.kill(a)
-    for s in kv.servers:
-        ray.kill(s)
+    kv.close()
     del kv, actors, grads
     gc.collect()
     ratios = [r / b for r, b in zip(ray_secs, base_secs)]
     phases = {k: 1e3 * statistics.median(l[k] for l in all_laps) for k in all_laps[0]}
     return {"workers": n_workers, "servers": n_servers,
+            "path": "shared memory" if shared_memory else "object store",
             "mbytes_per_worker": round(4 * sum(sizes) / 2**20, 2), "keys": len(sizes),
             "round_ms": 1e3 * statistics.median(ray_secs),
             "numpy_sum_ms": 1e3 * statistics.median(base_secs),
@@ -200,6 +198,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=20, help="rounds per timed block")
     ap.add_argument("--repeats", type=int, default=3, help="alternating Ray/numpy blocks")
     ap.add_argument("--num-cpus", type=int, default=4, help="CPUs of the local Ray cluster")
+    ap.add_argument("--paths", default="shm,object-store",
+                    help="byte paths to time: shm (same-machine shared memory), object-store")
     ap.add_argument("--quick", action="store_true", help="smoke run: 3 rounds, 1 block")
     args = ap.parse_args()
     if args.quick:
@@ -210,23 +210,24 @@ def main() -> None:
     t_start, load_start = time.perf_counter(), os.getloadavg()
     rm.cluster.init(num_cpus=args.num_cpus)
     rows = []
-    for w in [int(x) for x in args.workers.split(",")]:
-        for s in [int(x) for x in args.servers.split(",")]:
-            rows.append(emit(kind="summary", **bench_config(w, s, sizes, args.rounds,
-                                                            args.repeats)))
+    for path in args.paths.split(","):
+        for w in [int(x) for x in args.workers.split(",")]:
+            for s in [int(x) for x in args.servers.split(",")]:
+                rows.append(emit(kind="summary", **bench_config(
+                    w, s, sizes, args.rounds, args.repeats, shared_memory=path == "shm")))
     print(f"\nKVStore round on Ray vs one numpy process ({args.mb:g} MB float32 per worker, "
           f"{args.keys} key(s), {args.rounds} rounds x {args.repeats} blocks; Ray num_cpus="
           f"{args.num_cpus}, {os.cpu_count()} cores; load average {load_start[0]:.2f} at start, "
           f"{os.getloadavg()[0]:.2f} at end; {time.perf_counter() - t_start:.0f} s)")
-    print(f"{'workers':>7} {'servers':>7} {'round ms':>9} {'sum ms':>7} {'ratio':>6} {'target':>6} "
-          f"{'+copy ms':>8} {'ratio':>6} | worker phases ms: {'read':>5} {'pack':>5} {'push':>6}"
-          f" | 1 shard's work ms: {'server':>6} {'put':>5}")
+    print(f"{'path':>13} {'workers':>7} {'servers':>7} {'round ms':>9} {'sum ms':>7} "
+          f"{'ratio':>6} {'target':>6} {'+copy ms':>8} {'ratio':>6} | worker ms: {'read':>5} "
+          f"{'push':>6} | 1 shard's work ms: {'server':>6} {'put':>5}")
     for r in rows:
         p, f = r["worker_phase_ms"], r["one_process_floor_ms"]
-        print(f"{r['workers']:>7} {r['servers']:>7} {r['round_ms']:>9.1f} "
+        print(f"{r['path']:>13} {r['workers']:>7} {r['servers']:>7} {r['round_ms']:>9.1f} "
               f"{r['numpy_sum_ms']:>7.1f} "
               f"{r['ratio']:>6.2f} {r['target_ratio']:>5.1f}x {r['numpy_sum_copy_ms']:>8.1f} "
-              f"{r['ratio_vs_sum_copy']:>6.2f} | {'':>17} {p['read']:>5.1f} {p['pack']:>5.1f} "
+              f"{r['ratio_vs_sum_copy']:>6.2f} | {'':>10} {p['read']:>5.1f} "
               f"{p['push']:>6.1f} | {'':>18} {f['server_round_ms']:>6.1f} "
               f"{f['ray_put_gradient_ms']:>5.1f}")
     rm.cluster.shutdown()

@@ -18,7 +18,7 @@ import numpy as np
 from ..context import as_numpy, cpu, gpu
 from ..io import DataBatch, DataDesc
 from ..io.base import take_rows
-from ..kvstore.compression import quantize_2bit
+from ..kvstore.client import ShardClient
 from ..kvstore.server import ServerLost
 from ..optimizer import Updater
 from ..parallel import DataParallelExecutorGroup
@@ -59,10 +59,7 @@ class Worker:
         self.root: DataParallelExecutorGroup | None = None
         self.sources: dict[int, tuple] = {}       # source id -> (data arrays, label arrays)
         self.layout = None
-        self.servers: list = []
-        self.threshold: float | None = None
-        self.residuals: dict[int, dict] = {}
-        self.pack_buffers: dict[int, dict] = {}
+        self.client: ShardClient | None = None     # pushes to and reads from the KVServers
         self.local_updater: Updater | None = None  # servers aggregate, this worker updates
         self.version = -1
         self.monitor = None
@@ -125,14 +122,19 @@ class Worker:
                 optimizer: Any = None) -> None:
         """Push gradients to these KVServer shards; with ``optimizer``, apply the servers'
         summed gradients locally instead of reading new weights."""
-        self.layout, self.servers, self.threshold = layout, list(servers), threshold
-        self.residuals.clear()
-        self.pack_buffers = {s: layout.buffers(s) for s in range(len(self.servers))}
+        if self.client is not None:
+            self.client.close()
+        self.layout, self.client = layout, ShardClient(layout, servers, threshold)
         self.local_updater = None if optimizer is None else Updater(optimizer)
 
     def set_servers(self, servers: list) -> None:
         """Push to these KVServer handles from now on (after a server was replaced)."""
-        self.servers = list(servers)
+        self.client.set_servers(servers)
+
+    def close(self) -> None:
+        """Release shared-memory blocks (before the actor is killed)."""
+        if self.client is not None:
+            self.client.close()
 
     def updater_states(self) -> bytes:
         """States of the local optimizer (when servers only aggregate)."""
@@ -183,33 +185,34 @@ class Worker:
         if weights is None or weights[0] == self.version:
             return
         import ray
+        published = weights[1]
         if weights[0] == "latest":  # dist_async: whatever the servers hold now
-            refs = [r[0] for r in ray.get([s.published.remote() for s in self.servers])]
-            weights = (None, refs)
-        try:
-            payloads = ray.get(weights[1])
-        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
-            raise ServerLost(f"worker {self.rank} cannot read the published values: "
-                             f"{type(err).__name__}") from None
-        if self.local_updater is None:
-            for k in range(len(self.contexts)):
-                arrays = {n: a[k] for n, a in zip(self.root.param_names, self.root.param_arrays)}
-                for shard, payload in enumerate(payloads):
-                    self.layout.unpack(shard, payload, arrays)
+            published = [r[0] for r in ray.get([s.published.remote()
+                                                for s in self.client.servers])]
+        root, n = self.root, len(self.contexts)
+        if self.local_updater is None:  # the new weights go straight into every device's copy
+            targets = [{name: a[k] for name, a in zip(root.param_names, root.param_arrays)}
+                       for k in range(n)]
         else:  # the payload is the summed gradient: update each device's copy here
-            n = len(self.contexts)
-            for k in range(n):
-                grads = {name: g[k] for name, g in zip(self.root.param_names,
-                                                      self.root.grad_arrays) if g[k] is not None}
-                for shard, payload in enumerate(payloads):
-                    self.layout.unpack(shard, payload, grads)
+            targets = [{name: g[k] for name, g in zip(root.param_names, root.grad_arrays)
+                        if g[k] is not None} for k in range(n)]
+
+        def unpack(shard: int, payload: dict) -> None:
+            for arrays in targets:
+                self.layout.unpack(shard, payload, arrays)
+
+        try:
+            self.client.read(published, unpack)
+        except ServerLost as err:
+            raise ServerLost(f"worker {self.rank}: {err}") from None
+        if self.local_updater is not None:
+            index = {name: i for i, name in enumerate(root.param_names)}
+            for k, grads in enumerate(targets):
                 names = list(grads)
-                index = {name: i for i, name in enumerate(self.root.param_names)}
-                weights_k = {name: w[k] for name, w in zip(self.root.param_names,
-                                                           self.root.param_arrays)}
+                weights_k = {name: w[k] for name, w in zip(root.param_names, root.param_arrays)}
                 self.local_updater([index[m] * n + k for m in names], [grads[m] for m in names],
                                    [weights_k[m] for m in names])
-        self.version = weights[0]
+        self.version = None if weights[0] == "latest" else weights[0]
 
     def _forward(self, task: dict, is_train: bool) -> tuple:
         batch = self._load(task)
@@ -254,23 +257,12 @@ class Worker:
 
     def _push(self, step: int, slice_id: int, grads: dict,
               num_slices: int | None = None) -> dict:
-        """Push one slice's gradients to every shard; returns ``{shard: ref}`` of the shards
-        this push completed (their new values)."""
-        import ray
-        acks = []
-        for shard, server in enumerate(self.servers):
-            payload = self.layout.pack(shard, grads, out=self.pack_buffers[shard])
-            if self.threshold is not None:
-                res = self.residuals.setdefault(shard, {})
-                payload = {dt: quantize_2bit(buf, res.setdefault(dt, np.zeros_like(buf)),
-                                             self.threshold) for dt, buf in payload.items()}
-            acks.append(server.push.remote(step, slice_id, payload, num_slices))
+        """Push one slice's gradients to every shard; returns ``{shard: published}`` of the
+        shards this push completed (their new values)."""
         try:
-            answers = ray.get(acks)
-        except ray.exceptions.RayActorError as err:
-            raise ServerLost(f"worker {self.rank} lost a kvstore server while pushing: "
-                             f"{type(err).__name__}") from None
-        return {shard: ack[0] for shard, ack in enumerate(answers) if isinstance(ack, list)}
+            return self.client.push(step, slice_id, grads, num_slices)
+        except ServerLost as err:
+            raise ServerLost(f"worker {self.rank}: {err}") from None
 
     @staticmethod
     def _metric_state(metric: Any, group: DataParallelExecutorGroup, labels: list) -> dict:

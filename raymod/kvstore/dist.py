@@ -47,6 +47,9 @@ class DistKVStore(KVStoreBase):
     num_servers : int, optional
         Shards (default: ``$DMLC_NUM_SERVER`` or 1). Keys are spread over them; keys above
         ``MXNET_KVSTORE_BIGARRAY_BOUND`` elements are split across all.
+    shared_memory : bool, default True
+        Let workers on a server's machine push and read through shared memory
+        (``/dev/shm``) instead of Ray's object store; False sends every byte through Ray.
 
     Notes
     -----
@@ -56,7 +59,8 @@ class DistKVStore(KVStoreBase):
     Connects to (or starts) the Ray cluster with ``rm.cluster.init()``.
     """
 
-    def __init__(self, name: str = "dist_sync", num_servers: int | None = None):
+    def __init__(self, name: str = "dist_sync", num_servers: int | None = None,
+                 shared_memory: bool = True):
         from ..cluster import local
         if name not in _TYPES:
             raise ValueError(f"unknown dist kvstore type {name!r}; known: {', '.join(_TYPES)}")
@@ -70,7 +74,9 @@ class DistKVStore(KVStoreBase):
         self.mode = "async" if self._type == "dist_async" else "sync"
         self.layout = ShardLayout(num_servers)
         self._server_cls = ray.remote(num_cpus=0, max_restarts=0)(KVServer)
-        self.servers = [self._server_cls.remote(s, self.mode) for s in range(num_servers)]
+        self.shared_memory = bool(shared_memory)
+        self.servers = [self._server_cls.remote(s, self.mode, self.shared_memory)
+                        for s in range(num_servers)]
         self._ray = ray
         self._key_kind: type | None = None
         self._optimizer: Optimizer | None = None
@@ -296,6 +302,8 @@ class DistKVStore(KVStoreBase):
 
     def close(self) -> None:
         """Stop the server actors (the store is unusable afterwards)."""
+        closing = [s.close.remote() for s in self.servers]
+        self._ray.wait(closing, num_returns=len(closing), timeout=10)  # dead ones never answer
         for server in self.servers:
             self._ray.kill(server, no_restart=True)
         self.servers = []
@@ -330,7 +338,7 @@ class DistKVStore(KVStoreBase):
         """
         dead = self.dead_shards()
         for shard in dead:
-            server = self._server_cls.remote(shard, self.mode)
+            server = self._server_cls.remote(shard, self.mode, self.shared_memory)
             state = snapshot[shard]
             self._ray.get(server.add.remote(self.layout.shards[shard],
                                             self._ray.get(state)["buffers"]))
@@ -366,7 +374,8 @@ class DistKVStore(KVStoreBase):
         return sorted(set().union(*per))
 
     def weights(self) -> tuple[int, list]:
-        """``(version, [ref per shard])`` of the published values."""
+        """``(version, [published per shard])``: per shard an object ref to its values, or
+        a :class:`~raymod.kvstore.server.Published` block to read them from."""
         if self._weights is None:
             refs = self._ray.get([s.published.remote() for s in self.servers])
             self._version += 1

@@ -12,23 +12,37 @@ gradients tagged ``(step, slice_id)``:
 
 Without an optimizer a push replaces the stored value (MXNet's kvstore rule), which is how
 "servers aggregate, workers update" works: the published object is then the summed gradient.
+
+On a machine with ``/dev/shm`` the values live in a shared-memory block (:mod:`.shm`): a
+sync step's new values are published by stamping the block's version, and workers on this
+machine read them in place; a push may name a worker's block instead of carrying the bytes.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from ..base import MXNetError
 from ..optimizer import Optimizer, Updater
+from . import shm
 from .compression import dequantize_2bit
 from .layout import Piece
 
-__all__ = ["KVServer", "ServerLost"]
+__all__ = ["KVServer", "Published", "ServerLost"]
 
 
 class ServerLost(MXNetError):
     """A KVServer shard died: its values must be restored before training goes on."""
+
+
+@dataclass(frozen=True)
+class Published:
+    """A server's values at ``version``, to be read in place from its shared-memory block."""
+
+    handle: shm.BlockHandle
+    version: int
 
 
 class KVServer:
@@ -40,14 +54,21 @@ class KVServer:
         This server's shard number.
     mode : {'sync', 'async'}
         Whether pushes wait for :meth:`finish` or apply at once.
+    shared_memory : bool, default True
+        Keep the values in a shared-memory block when the machine has ``/dev/shm``.
     """
 
-    def __init__(self, shard: int, mode: str = "sync"):
+    def __init__(self, shard: int, mode: str = "sync", shared_memory: bool = True):
         if mode not in ("sync", "async"):
             raise ValueError(f"mode must be 'sync' or 'async', got {mode!r}")
         self.shard, self.mode = shard, mode
+        self.shared_memory = shared_memory and shm.available()
+        if self.shared_memory:
+            shm.sweep_stale()  # blocks of killed processes: nobody else removes them
+        self.block: shm.SharedBlock | None = None
         self.pieces: list[Piece] = []
         self.buffers: dict[str, np.ndarray] = {}
+        self.scratch: dict[str, np.ndarray] = {}  # the summed gradient, when an update follows
         self.views: list[tuple[Piece, np.ndarray]] = []
         self.updater: Updater | None = None
         self.custom: Callable | None = None
@@ -66,12 +87,19 @@ class KVServer:
     # ---- keys -----------------------------------------------------------------------------
     def add(self, pieces: list[Piece], payload: dict[str, np.ndarray]) -> int:
         """Append new pieces (their values are at their offsets of ``payload``)."""
-        for dtype, values in payload.items():
+        sizes = {dt: b.size for dt, b in self.buffers.items()}
+        for p in pieces:
+            sizes[p.dtype] = max(sizes.get(p.dtype, 0), p.offset + p.size)
+        block = shm.SharedBlock.create(sizes) if self.shared_memory else None
+        grown = block.arrays if block else {dt: np.empty(n, dt) for dt, n in sizes.items()}
+        for dtype, values in grown.items():
             old = self.buffers.get(dtype, np.zeros(0, dtype))
-            grown = np.empty(max(p.offset + p.size for p in pieces if p.dtype == dtype), dtype)
-            grown[:old.size] = old
-            grown[old.size:] = values[old.size:]
-            self.buffers[dtype] = grown
+            values[:old.size] = old
+            if values.size > old.size:
+                values[old.size:] = payload[dtype][old.size:]
+        if self.block is not None:
+            self.block.unlink()
+        self.block, self.buffers, self.scratch = block, grown, {}
         self.pieces.extend(pieces)
         self.views = [(p, self.buffers[p.dtype][p.offset:p.offset + p.size]) for p in self.pieces]
         self.version += 1
@@ -116,6 +144,8 @@ class KVServer:
         """
         if step <= self.steps_done:
             return False
+        if isinstance(payload, shm.BlockHandle):  # the pusher's block on this machine
+            payload = shm.SharedBlock.attach(payload).arrays
         if self.mode == "async":
             if (step, slice_id) in self.applied:
                 return False
@@ -147,15 +177,14 @@ class KVServer:
         if lost:
             raise RuntimeError(f"shard {self.shard}: step {step} lacks slices {lost}")
         slot = self.pending.pop(step)
-        total = None
-        for s in sorted(slice_ids):
-            grads = self._decode(slot[s])
-            if total is None:
-                total = {dt: g.copy() for dt, g in grads.items()}
-            else:
-                for dt, g in grads.items():
-                    total[dt] += g
-        self._apply(self._all(total))
+        grads = [self._decode(slot[s]) for s in sorted(slice_ids)]
+        if self.updater is None and self.custom is None and not self.corrections:
+            _sum_into(grads, self.buffers)  # the sum replaces the values: write it there
+            self.version += 1
+        else:
+            if not self.scratch:
+                self.scratch = {dt: np.empty_like(b) for dt, b in self.buffers.items()}
+            self._apply(self._all(_sum_into(grads, self.scratch)))
         self.steps_done = step
         for old in [s for s in self.pending if s <= step]:
             del self.pending[old]
@@ -205,8 +234,18 @@ class KVServer:
         return triples
 
     # ---- reading ----------------------------------------------------------------------------
+    def block_handle(self) -> shm.BlockHandle | None:
+        """The shared-memory block holding the values (None without one): a worker that
+        can map it shares this machine's memory with the server."""
+        return None if self.block is None else self.block.handle
+
     def published(self) -> list:
-        """``[ref]`` to an immutable copy of the current values, put once per version."""
+        """``[Published]`` for the current values: in sync mode with a shared-memory block,
+        the block stamped with the version; else a ref to a copy, put once per version."""
+        if self.block is not None and self.mode == "sync":
+            # no worker reads while a sync step updates: it pushed its slice first
+            self.block.version = self.version
+            return [Published(self.block.handle, self.version)]
         import ray
         version, ref = self._published
         if version != self.version:
@@ -217,6 +256,11 @@ class KVServer:
     def pull(self) -> dict[str, np.ndarray]:
         """The current values (copied to the caller)."""
         return self.buffers
+
+    def close(self) -> None:
+        """Remove the shared-memory block (before the actor is killed)."""
+        if self.block is not None:
+            self.block.unlink()
 
     def read(self, keys: list) -> dict:
         """``{key: values of this shard's piece}`` for the pieces of ``keys`` held here."""
@@ -253,3 +297,15 @@ class KVServer:
         self.pending.clear()  # the steps after the snapshot are replayed from scratch
         self.applied.clear()
         self.version = snap["version"] + 1
+
+
+def _sum_into(grads: list[dict], out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``out = grads[0] + grads[1] + ...`` per dtype, added left to right (slice order)."""
+    for dt, total in out.items():
+        if len(grads) == 1:
+            total[...] = grads[0][dt]
+            continue
+        np.add(grads[0][dt], grads[1][dt], out=total)
+        for g in grads[2:]:
+            total += g[dt]
+    return out

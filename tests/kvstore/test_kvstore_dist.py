@@ -5,7 +5,9 @@ import pytest
 import raymod as rm
 from raymod import optimizer as opt
 from raymod.base import MXNetError
+from raymod.kvstore.client import ShardClient
 from raymod.kvstore.dist import DistKVStore
+from raymod.kvstore.server import Published, ServerLost
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
 
@@ -125,9 +127,10 @@ def test_two_bit_compression_keeps_a_residual():
     np.testing.assert_array_equal(out, 0.5)
 
 
-def test_step_pushes_count_each_slice_once():
+@pytest.mark.parametrize("shared_memory", [True, False], ids=["shm", "object_store"])
+def test_step_pushes_count_each_slice_once(shared_memory):
     import ray
-    kv = DistKVStore("dist_sync")
+    kv = DistKVStore("dist_sync", shared_memory=shared_memory)
     kv.init("w", np.zeros(3, np.float32))
     server = kv.servers[0]
     (piece,) = [p for _, p in kv.layout.pieces_of("w")]
@@ -137,5 +140,37 @@ def test_step_pushes_count_each_slice_once():
     assert kv.missing_slices(0, [0, 1]) == [1]
     done = ray.get(server.push.remote(0, 1, {piece.dtype: np.full(3, 2, np.float32)}, 2))
     assert isinstance(done, list)  # the completing push gets the published values back
-    np.testing.assert_array_equal(ray.get(done[0])[piece.dtype], 3)  # replaced by the sum
+    assert isinstance(done[0], Published) == shared_memory
+    got = {}
+    ShardClient(kv.layout, kv.servers).read(done, lambda shard, values: got.update(values))
+    np.testing.assert_array_equal(got[piece.dtype], 3)  # replaced by the sum
     assert ray.get(server.push.remote(0, 1, payload, 2)) is False  # step already applied
+    kv.close()
+
+
+def test_client_pushes_through_shared_memory_and_sums_in_slice_order():
+    kv = DistKVStore("dist_sync", num_servers=2)
+    kv.layout.big_array_bound = 4
+    kv.init(["a", "b"], [np.zeros(10, np.float32), np.zeros(3, np.float64)])
+    client = ShardClient(kv.layout, kv.servers)
+    assert client.local == [True, True]  # this process shares the servers' machine
+    rng = np.random.default_rng(0)
+    slices = [{"a": rng.standard_normal(10).astype(np.float32), "b": rng.standard_normal(3)}
+              for _ in range(3)]
+    published = {}
+    for slice_id in (2, 0, 1):  # out of order, one outbox block per push of the step
+        published.update(client.push(7, slice_id, slices[slice_id], 3))
+    assert sorted(published) == [0, 1] and len(client.outboxes[0]) == 3
+    got = {"a": np.zeros(10, np.float32), "b": np.zeros(3)}
+    client.read([published[0], published[1]],
+                lambda shard, values: kv.layout.unpack(shard, values, got))
+    for key in got:  # (s0 + s1) + s2 exactly, whatever the arrival order
+        np.testing.assert_array_equal(got[key], (slices[0][key] + slices[1][key]) +
+                                      slices[2][key])
+    client.push(8, 0, slices[0], 1)  # the next step reuses the first block
+    assert len(client.outboxes[0]) == 3
+    stale = Published(published[0].handle, published[0].version)
+    with pytest.raises(ServerLost, match="not the published"):  # the server moved on
+        client.read([stale, published[1]], lambda shard, values: None)
+    client.close()
+    kv.close()

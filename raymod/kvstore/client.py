@@ -1,0 +1,150 @@
+"""``ShardClient``: a worker's end of the KVServer shards in the step protocol.
+
+It packs one slice's gradients per shard and pushes them tagged ``(step, slice)``, and reads
+the values a step published. The bytes take the cheapest road to each server: through a
+shared-memory block when the server runs on this machine (see :mod:`.shm`), through Ray's
+object store otherwise, or 2-bit quantized when compression is on.
+
+A block a push names must stay untouched until its step completes on the server (which
+sums the slices in slice order only then). The client therefore keeps a small set of outbox
+blocks per shard and gives each push of a step its own; the driver starts step ``k + 1``
+only after step ``k`` completed, so a step reuses the blocks of the one before.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..base import MXNetError
+from . import shm
+from .compression import quantize_2bit
+from .layout import ShardLayout
+from .server import Published, ServerLost
+
+__all__ = ["ShardClient"]
+
+
+class ShardClient:
+    """Pushes slices to and reads published values from every KVServer shard.
+
+    Parameters
+    ----------
+    layout : ShardLayout
+        Where each key's elements live on the shards.
+    servers : list of KVServer actor handles
+        One per shard.
+    threshold : float, optional
+        2-bit compression threshold (None: uncompressed pushes).
+    """
+
+    def __init__(self, layout: ShardLayout, servers: list, threshold: float | None = None):
+        self.layout, self.threshold = layout, threshold
+        self.residuals: dict[int, dict] = {}
+        self.pack_buffers = {s: layout.buffers(s) for s in range(layout.num_shards)}
+        self.outboxes: dict[int, list[shm.SharedBlock]] = {}
+        self._step, self._pushes = None, 0
+        self.set_servers(servers)
+
+    def set_servers(self, servers: list) -> None:
+        """Use these server handles (after a server was replaced); learns which share this
+        machine's memory by mapping the block each one offers."""
+        import ray
+        self.servers = list(servers)
+        try:
+            handles = ray.get([s.block_handle.remote() for s in self.servers])
+        except ray.exceptions.RayActorError as err:
+            raise ServerLost(f"a kvstore server died: {type(err).__name__}") from None
+        self.local = [False] * len(self.servers)
+        for shard, handle in enumerate(handles):
+            if handle is not None:
+                try:
+                    shm.SharedBlock.attach(handle)
+                    self.local[shard] = True
+                except FileNotFoundError:  # another machine's memory: go by value
+                    pass
+
+    def push(self, step: int, slice_id: int, grads: dict,
+             num_slices: int | None = None) -> dict[int, Any]:
+        """Push one slice's gradients (key -> host array) to every shard.
+
+        Returns ``{shard: published}`` for the shards this push completed (their new values,
+        see :meth:`read`).
+        """
+        import ray
+        if step != self._step:
+            self._step, self._pushes = step, 0
+        slot, self._pushes = self._pushes, self._pushes + 1
+        acks = []
+        for shard, server in enumerate(self.servers):
+            if self.threshold is not None:
+                packed = self.layout.pack(shard, grads, out=self.pack_buffers[shard])
+                res = self.residuals.setdefault(shard, {})
+                payload = {dt: quantize_2bit(buf, res.setdefault(dt, np.zeros_like(buf)),
+                                             self.threshold) for dt, buf in packed.items()}
+            elif self.local[shard]:
+                block = self._outbox(shard, slot)
+                self.layout.pack(shard, grads, out=block.arrays)
+                payload = block.handle
+            else:  # Ray copies the buffer into the object store at .remote(): reusable
+                payload = self.layout.pack(shard, grads, out=self.pack_buffers[shard])
+            acks.append(server.push.remote(step, slice_id, payload, num_slices))
+        try:
+            answers = ray.get(acks)
+        except ray.exceptions.RayActorError as err:
+            raise ServerLost(f"lost a kvstore server while pushing: {type(err).__name__}") \
+                from None
+        return {shard: ack[0] for shard, ack in enumerate(answers) if isinstance(ack, list)}
+
+    def _outbox(self, shard: int, slot: int) -> shm.SharedBlock:
+        boxes = self.outboxes.setdefault(shard, [])
+        sizes = dict(self.layout.sizes[shard])
+        if boxes and dict(boxes[0].handle.sizes) != sizes:  # the layout grew: start over
+            for box in boxes:
+                box.unlink()
+            boxes.clear()
+        while len(boxes) <= slot:
+            boxes.append(shm.SharedBlock.create(sizes))
+        return boxes[slot]
+
+    def read(self, published: list, into: Callable[[int, dict], None]) -> None:
+        """Hand each shard's published values to ``into(shard, {dtype: flat array})``.
+
+        ``published`` holds, per shard, an object ref or a :class:`Published` block. A block
+        is read in place; its version is checked before and after, so a read that raced a
+        server update fails loudly instead of mixing two steps' weights.
+        """
+        import ray
+        fetch = {}
+        for shard, item in enumerate(published):
+            if isinstance(item, Published):
+                try:
+                    shm.SharedBlock.attach(item.handle)
+                except FileNotFoundError:  # not on this machine: ask the server for a copy
+                    fetch[shard] = self.servers[shard].pull.remote()
+            else:
+                fetch[shard] = item
+        try:
+            values = dict(zip(fetch, ray.get(list(fetch.values()))))
+        except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError) as err:
+            raise ServerLost(f"cannot read the published values: {type(err).__name__}") \
+                from None
+        for shard, item in enumerate(published):
+            if shard in values:
+                into(shard, values[shard])
+                continue
+            block = shm.SharedBlock.attach(item.handle)
+            if block.version != item.version:
+                raise ServerLost(f"shard {shard} holds version {block.version}, not the "
+                                 f"published {item.version}: its server was replaced")
+            into(shard, block.arrays)
+            if block.version != item.version:
+                raise MXNetError(f"shard {shard} changed while it was read (version "
+                                 f"{item.version} -> {block.version}): a step-protocol bug")
+
+    def close(self) -> None:
+        """Remove this client's outbox blocks."""
+        for boxes in self.outboxes.values():
+            for box in boxes:
+                box.unlink()
+        self.outboxes.clear()
