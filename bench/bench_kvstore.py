@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import logging
 import os
 import statistics
@@ -35,17 +34,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 import numpy as np  # noqa: E402
 
 import raymod as rm  # noqa: E402
+from records import emit  # noqa: E402
 from raymod.kvstore.client import ShardClient  # noqa: E402
 from raymod.kvstore.dist import DistKVStore  # noqa: E402
 from raymod.kvstore.layout import ShardLayout  # noqa: E402
 from raymod.kvstore.server import KVServer  # noqa: E402
-
-
-def emit(**rec) -> dict:
-    rec.setdefault("omp_num_threads", os.environ.get("OMP_NUM_THREADS"))
-    rec.setdefault("loadavg_1m", round(os.getloadavg()[0], 2))
-    print(json.dumps(rec), flush=True)
-    return rec
 
 
 class PushWorker:

@@ -41,18 +41,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 import numpy as np  # noqa: E402
 
 import raymod as rm  # noqa: E402
+from records import emit  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_MXNET = "/tmp/mxvenv/bin/python"
 TARGETS = {"mlp": 1.5, "lenet": 1.0, "lstm": 1.0}
 LSTM = dict(vocab=10000, embed=200, hidden=200, layers=2, batch=32, buckets=[10, 20, 30, 40])
-
-
-def emit(**rec) -> dict:
-    rec.setdefault("omp_num_threads", os.environ.get("OMP_NUM_THREADS"))
-    rec.setdefault("loadavg_1m", round(os.getloadavg()[0], 2))
-    print(json.dumps(rec), flush=True)
-    return rec
 
 
 # ---------------------------------------------------------------- networks (as MXNet's)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import logging
 import os
 import statistics
@@ -37,18 +36,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 import numpy as np  # noqa: E402
 
 import raymod as rm  # noqa: E402
+from records import emit  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_module import lenet_data, lenet_symbol, mlp_data, mlp_symbol  # noqa: E402
 
 WORKLOADS = {"mlp": (mlp_symbol, mlp_data, 100), "lenet": (lenet_symbol, lenet_data, 64)}
-
-
-def emit(**rec) -> dict:
-    rec.setdefault("omp_num_threads", os.environ.get("OMP_NUM_THREADS"))
-    rec.setdefault("loadavg_1m", round(os.getloadavg()[0], 2))
-    print(json.dumps(rec), flush=True)
-    return rec
 
 
 def _snapshot(mod) -> tuple | None:

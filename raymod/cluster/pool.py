@@ -4,13 +4,18 @@ The pool starts up to ``max_workers`` actors at once (Ray queues those it cannot
 which on a real cluster is what asks the autoscaler for nodes), waits for ``min_workers``
 of them, and admits the others whenever :meth:`poll` finds them started: at a step boundary.
 Set-up calls made through :meth:`broadcast` are recorded and replayed on every joiner, so a
-worker that arrives late is configured exactly like the first ones.
+worker that arrives late is configured exactly like the first ones. A dead worker (see
+:meth:`lost`) is replaced from the next step boundary on. Every change is an entry of
+``events`` and a log line: "join", "leave", "start_failed", "lost" (stamped when the actor
+error was seen) and, from the executor group, "recovered" once the step that saw a loss
+has completed.
 """
 from __future__ import annotations
 
 import logging
 import time
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -19,11 +24,33 @@ from ..base import MXNetError
 from .worker import Worker
 from .workers import Workers
 
-__all__ = ["WorkerPool", "WorkersUnavailable"]
+__all__ = ["WorkerLost", "WorkerPool", "WorkersUnavailable"]
 
 
 class WorkersUnavailable(MXNetError):
     """Fewer workers than ``min_workers`` could be started or are still alive."""
+
+
+@dataclass(frozen=True)
+class WorkerLost:
+    """A worker found dead by a caller: which rank, when, and what it was computing.
+
+    Parameters
+    ----------
+    rank : int
+        The dead worker's rank.
+    detected : float
+        ``time.time()`` when its actor error was seen.
+    step : int, optional
+        The step it was running, if it died in one.
+    slices : tuple of int
+        The slices of that step it held (they are recomputed by others).
+    """
+
+    rank: int
+    detected: float
+    step: int | None = None
+    slices: tuple[int, ...] = ()
 
 
 class WorkerPool:
@@ -53,6 +80,7 @@ class WorkerPool:
         self._sources: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._source_ids = 0
         self.events: list[dict] = []
+        self._replace = False  # a worker was lost: start a replacement at the next boundary
         self.target = spec.max_workers  # live + starting actors the pool keeps asking for
         if not local.is_local():  # on a real cluster, tell the autoscaler what we want
             from ray.autoscaler.sdk import request_resources
@@ -73,6 +101,7 @@ class WorkerPool:
 
     def wait_for(self, count: int, timeout: float) -> None:
         """Block until ``count`` workers are alive, or raise :class:`WorkersUnavailable`."""
+        self._start_replacements()
         deadline = time.monotonic() + timeout
         while len(self.workers) < count:
             left = deadline - time.monotonic()
@@ -93,7 +122,9 @@ class WorkerPool:
                 f" (total {self._ray.cluster_resources()})")
 
     def poll(self) -> list[int]:
-        """Admit workers that have started since the last look; returns their ranks."""
+        """Start replacements for workers lost since the last look, and admit workers that
+        have started; returns the admitted ranks."""
+        self._start_replacements()
         if not self._starting:
             return []
         ready, _ = self._ray.wait(list(self._starting), num_returns=len(self._starting),
@@ -114,17 +145,61 @@ class WorkerPool:
         self._event("join", rank, setup_s=time.perf_counter() - t0, pid=info["pid"])
         return rank
 
-    def lost(self, rank: int, error: Any) -> None:
-        """Forget a worker that died (its actor error was seen by a caller) and ask Ray for
-        a replacement, which joins at a step boundary once it has started."""
-        if self.workers.pop(rank, None) is not None:
-            self._event("lost", rank, error=f"{type(error).__name__}: {error}".splitlines()[0])
+    def lost(self, rank: int, error: Any, step: int | None = None,
+             slices: tuple[int, ...] = ()) -> WorkerLost | None:
+        """Forget a worker that died (its actor error was seen by a caller).
+
+        Its replacement is asked for at the next :meth:`poll` (a step boundary) or
+        :meth:`wait_for`, not here: starting a process now would slow down the step that
+        is recomputing the dead worker's slices (on 2 cores, from ~15 ms to 50-230 ms).
+
+        Parameters
+        ----------
+        rank : int
+            The dead worker.
+        error : Exception
+            The actor error the caller saw (its first line goes into the event).
+        step : int, optional
+            The step during which it was seen.
+        slices : tuple of int
+            The slices of that step the worker held.
+
+        Returns
+        -------
+        WorkerLost or None
+            The loss (its ``detected`` is the "lost" event's ``time``), or None if the
+            rank was already forgotten.
+        """
+        detected = time.time()  # first thing: the event's time is when the error was seen
+        if self.workers.pop(rank, None) is None:
+            return None
+        loss = WorkerLost(rank, detected, step, tuple(slices))
+        extra = {} if step is None else {"step": step, "slices": list(loss.slices)}
+        self._event("lost", rank, when=detected,
+                    error=f"{type(error).__name__}: {error}".splitlines()[0], **extra)
+        self._replace = True
+        return loss
+
+    def _start_replacements(self) -> None:
+        if self._replace:  # only after losses: a failed start is not retried every step
+            self._replace = False
             self.replenish()
 
     def replenish(self) -> None:
         """Start actors until live plus starting ones reach ``max_workers``."""
         while len(self.workers) + len(self._starting) < self.target:
             self._spawn()
+
+    def add(self, count: int = 1) -> None:
+        """Ask for ``count`` more workers, up to ``max_workers`` (e.g. after :meth:`remove`).
+
+        They start in the background and join at a step boundary once started.
+        """
+        if count < 0 or self.target + count > self.spec.max_workers:
+            raise ValueError(f"add({count}): the pool asks for {self.target} workers, "
+                             f"max_workers={self.spec.max_workers}")
+        self.target += count
+        self.replenish()
 
     def remove(self, count: int = 1) -> list[int]:
         """Let ``count`` workers leave gracefully (call it between steps, e.g. from a
@@ -149,15 +224,23 @@ class WorkerPool:
         """Stop every worker actor."""
         for handle in list(self.workers.values()) + [h for _, h in self._starting.values()]:
             self._ray.kill(handle, no_restart=True)
+        self.target, self._replace = 0, False  # a later poll must not start new ones
         self.workers.clear()
         self._starting.clear()
 
-    def _event(self, kind: str, rank: int, **extra: Any) -> None:
-        event = {"event": kind, "rank": rank, "time": time.time(), "workers": len(self.workers),
+    def _event(self, kind: str, rank: int | None, when: float | None = None,
+               **extra: Any) -> dict:
+        """Record a membership event (``time`` is ``when``, default now) and log it; losses
+        and recoveries are warnings, joins and leaves info."""
+        event = {"event": kind, **({} if rank is None else {"rank": rank}),
+                 "time": time.time() if when is None else when, "workers": len(self.workers),
                  **extra}
         self.events.append(event)
-        self.logger.info("workers: %s rank %d (%d alive) %s", kind, rank, len(self.workers),
-                         {k: v for k, v in extra.items() if k != "pid"})
+        level = logging.WARNING if kind in ("lost", "recovered") else logging.INFO
+        self.logger.log(level, "workers: %s%s (%d alive) %s", kind,
+                        "" if rank is None else f" rank {rank}", len(self.workers),
+                        {k: v for k, v in extra.items() if k != "pid"})
+        return event
 
     @property
     def ranks(self) -> list[int]:

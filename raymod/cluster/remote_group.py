@@ -10,7 +10,9 @@ shapes, parameters, forward, backward, outputs, metrics), plus the step protocol
   the KVServers, metric); the driver then closes the step on the servers and keeps the refs
   of the new weights, which it hands to the workers with their next step;
 - a worker that dies mid-step has its slices recomputed by the others; the servers keep one
-  contribution per ``(step, slice)``.
+  contribution per ``(step, slice)``. The pool's "lost" event is stamped when the actor
+  error is seen; once the step completes, a "recovered" event gives the slices recomputed,
+  the driver's re-planning time and the seconds from detection to the completed step.
 
 Data from a row source (``NDArrayIter``, ``ArrowIter``) goes to the object store once and
 workers receive row ids; other batches are sliced and sent by value.
@@ -66,6 +68,24 @@ class StepTimings:
         n = max(self.steps, 1)
         return {"steps": self.steps, "wall_ms": 1e3 * self.wall / n,
                 **{f"{k}_ms": 1e3 * v / n for k, v in self.phases.items()}}
+
+
+class _Losses:
+    """What worker losses cost one step: made only once a worker has died."""
+
+    def __init__(self) -> None:
+        self.detected: float | None = None  # time.time() of the first loss seen
+        self.ranks: list[int] = []
+        self.slices = 0                     # slice runs handed to others (a re-run may die too)
+        self.replan_s = 0.0                 # driver time forgetting the dead and re-assigning
+        self.wait_s = 0.0                   # waiting for replacements below min_workers
+
+    def add(self, loss: Any, rank: int, slices: int) -> None:
+        # loss is None when the pool had already dropped the rank (seen by another caller)
+        detected = time.time() if loss is None else loss.detected
+        self.detected = detected if self.detected is None else self.detected
+        self.ranks.append(rank)
+        self.slices += slices
 
 
 class _StepState:
@@ -278,9 +298,12 @@ class RayExecutorGroup:
                 results[t["slice"]] = {"metric": out["metrics"].get(t["slice"]),
                                        "seconds": out["seconds"], "rank": out["rank"]}
 
-        self._dispatch(tasks, lambda ts: ("run_step", step, ts, weights,
-                                          None if replay else metric, svrg), collect)
+        losses = self._dispatch(tasks, lambda ts: ("run_step", step, ts, weights,
+                                                   None if replay else metric, svrg),
+                                collect, step=step)
         self._finish(step, [t["slice"] for t in tasks], published)
+        if losses is not None:
+            self._recovered(losses, step)
         if not replay:
             st.timings.add(time.perf_counter() - t0, results.values())
         if metric is not None and not replay:
@@ -321,22 +344,28 @@ class RayExecutorGroup:
             st.weights = ("latest", None)
         st.step += 1
 
-    def _dispatch(self, tasks: list[dict], call: Callable, collect: Callable) -> None:
+    def _dispatch(self, tasks: list[dict], call: Callable, collect: Callable,
+                  step: int | None = None) -> _Losses | None:
         """Run ``tasks`` on the live workers; tasks of a worker that dies are re-run by others.
 
         ``call(tasks_of_one_worker)`` gives ``(method, *args)``; ``collect(result, tasks)``
-        takes each worker's answer.
+        takes each worker's answer. Returns None when nobody died, else what the losses
+        cost (for the "recovered" event once the caller has completed the step).
         """
         for t in tasks:
             t["num_slices"] = len(tasks)
         pending = list(tasks)
-        for _ in range(MAX_STEP_ATTEMPTS):
+        losses = None  # made on the first loss only: nothing to time while nobody dies
+        for attempt in range(MAX_STEP_ATTEMPTS):
             if not pending:
-                return
+                return losses
+            t_plan = time.perf_counter() if attempt else 0.0
             refs = {}
             for rank, chunk in self._assign(pending).items():
                 method, *args = call(chunk)
                 refs[rank] = (getattr(self.pool.workers[rank], method).remote(*args), chunk)
+            if attempt:  # handing a dead worker's slices to the survivors is re-planning
+                losses.replan_s += time.perf_counter() - t_plan
             pending, server_lost = [], None
             for rank, (ref, chunk) in refs.items():
                 try:
@@ -345,18 +374,32 @@ class RayExecutorGroup:
                     server_lost = err
                     continue
                 except self.pool._ray.exceptions.RayActorError as err:
-                    self.pool.lost(rank, err)
+                    t_lost = time.perf_counter()
+                    loss = self.pool.lost(rank, err, step, tuple(t["slice"] for t in chunk))
+                    losses = losses or _Losses()
+                    losses.add(loss, rank, len(chunk))
                     pending.extend(chunk)
+                    losses.replan_s += time.perf_counter() - t_lost
                     continue
                 collect(out, chunk)
             if server_lost is not None:
                 raise server_lost
             if pending and len(self.pool) < self.pool.spec.min_workers:
+                t_wait = time.perf_counter()
                 self.pool.wait_for(self.pool.spec.min_workers, self.pool.spec.start_timeout)
+                losses.wait_s += time.perf_counter() - t_wait
             if pending and not len(self.pool):
                 raise MXNetError("every worker died during the step")
         raise MXNetError(f"step slices {[t['slice'] for t in pending]} still failing after "
                          f"{MAX_STEP_ATTEMPTS} attempts")
+
+    def _recovered(self, losses: _Losses, step: int | None, during: str = "step") -> None:
+        """Log the "recovered" event of a step (or pass) that completed despite losses."""
+        now = time.time()
+        self.pool._event("recovered", None, when=now, during=during, step=step,
+                         ranks_lost=losses.ranks, slices_recomputed=losses.slices,
+                         detected=losses.detected, replan_s=losses.replan_s,
+                         wait_s=losses.wait_s, seconds_to_step=now - losses.detected)
 
     # ---- SVRG -------------------------------------------------------------------------------
     def full_gradient(self, batches: Any) -> tuple[dict, float]:
@@ -368,7 +411,7 @@ class RayExecutorGroup:
         of the runs) and the batch count for the mean.
         """
         st = self.state
-        self.pool.broadcast("take_snapshot", st.weights, key="snapshot")
+        self.set_snapshot(self._call_one("take_snapshot", st.weights))
         tasks = []
         for i, batch in enumerate(batches):
             task = self._tasks(batch, [slice(0, self.batch_size)], labels=True)[0]
@@ -377,13 +420,34 @@ class RayExecutorGroup:
         if not tasks:
             raise ValueError("update_full_grads: train_data yielded no batches")
         partials = {}
-        self._dispatch(tasks, lambda ts: ("full_grad", ts, st.weights),
-                       lambda out, chunk: partials.__setitem__(chunk[0]["slice"], out))
+        losses = self._dispatch(tasks, lambda ts: ("full_grad", ts, st.weights),
+                                lambda out, chunk: partials.__setitem__(chunk[0]["slice"], out))
+        if losses is not None:
+            self._recovered(losses, st.step, during="full_gradient")
         sums: dict = {}
         for first in sorted(partials):
             for name, g in partials[first]["sums"].items():
                 sums[name] = g.copy() if name not in sums else sums[name] + g
         return sums, sum(p["count"] for p in partials.values())
+
+    def snapshot_values(self) -> dict:
+        """SVRG's snapshot ``w~`` as host arrays, by parameter name."""
+        return self._call_one("snapshot_values")
+
+    def set_snapshot(self, values: dict) -> None:
+        """Make ``values`` the snapshot ``w~`` on every worker, joiners included: they are
+        put once, by the driver, so they outlive the published weights they came from."""
+        self.pool.broadcast("set_snapshot_ref", [self.pool._ray.put(values)], key="snapshot")
+
+    def _call_one(self, method: str, *args: Any) -> Any:
+        """``method`` on one live worker (the next one if it dies meanwhile)."""
+        while True:
+            if not len(self.pool):
+                self.pool.wait_for(self.pool.spec.min_workers, self.pool.spec.start_timeout)
+            rank = self.pool.ranks[0]
+            out = self.pool.gather({rank: getattr(self.pool.workers[rank], method).remote(*args)})
+            if rank in out:
+                return out[rank]
 
     def _assign(self, tasks: list[dict]) -> dict[int, list[dict]]:
         """Contiguous runs of slices per live worker, as even as possible."""

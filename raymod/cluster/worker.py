@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..context import as_numpy, cpu, gpu
+from ..context import array_module, as_numpy, context_of, cpu, gpu
 from ..io import DataBatch, DataDesc
 from ..io.base import take_rows
 from ..kvstore.client import ShardClient
@@ -271,10 +271,24 @@ class Worker:
         return metric.state()
 
     # ---- SVRG ---------------------------------------------------------------------------------
-    def take_snapshot(self, weights: tuple | None) -> None:
-        """Keep a copy of the current parameters as SVRG's snapshot ``w~``."""
+    def take_snapshot(self, weights: tuple | None) -> dict:
+        """Keep a copy of the current parameters as SVRG's snapshot ``w~``; returns it."""
         self.refresh(weights)
         self.snapshot = [[a.copy() for a in per_device] for per_device in self.root.param_arrays]
+        return self.snapshot_values()
+
+    def snapshot_values(self) -> dict:
+        """The snapshot ``w~`` (device 0's copy) as host arrays, by parameter name."""
+        return {n: as_numpy(per[0]) for n, per in zip(self.root.param_names, self.snapshot)}
+
+    def set_snapshot_ref(self, ref: list) -> None:
+        """Make the values put at ``ref[0]`` (name -> array) the snapshot on every device."""
+        import ray
+        values = ray.get(ref[0])
+        self.snapshot = [[array_module(context_of(a)).asarray(values[name]).copy()
+                          for a in per_device]
+                         for name, per_device in zip(self.root.param_names,
+                                                     self.root.param_arrays)]
 
     def _swap_params(self, values: list) -> list:
         """Put ``values`` (per parameter, per device) into the parameter arrays; returns the

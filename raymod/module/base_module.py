@@ -397,6 +397,7 @@ class BaseModule:
         if saved["states"] is not None:
             self._set_optimizer_states(saved["states"])
         position = saved["position"]
+        self._set_fit_state_arrays(saved["extra"] or {}, position)
         restore_random(position)
         sampler = getattr(train_data, "sampler", None)
         if sampler is not None and position.get("sampler"):
@@ -418,6 +419,14 @@ class BaseModule:
                     "membership": [] if pool is None else pool.events}
         folder = self._checkpointer.save(self, position)
         self.logger.info("checkpoint %s (epoch %d, batch %d)", folder, epoch, nbatch)
+
+    def _fit_state_arrays(self) -> dict:
+        """Training state beyond parameters and optimizer for a checkpoint (name -> array);
+        none here (SVRGModule keeps its snapshot and full gradient)."""
+        return {}
+
+    def _set_fit_state_arrays(self, arrays: dict, position: dict) -> None:
+        """Load what :meth:`_fit_state_arrays` gave when resuming at ``position``."""
 
     def _optimizer_states(self) -> bytes:
         """The optimizer states as bytes (through :meth:`save_optimizer_states`)."""

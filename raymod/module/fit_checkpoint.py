@@ -6,7 +6,9 @@ A checkpoint is a folder ``step-<n>`` under the configured path or ``pyarrow.fs`
   read it), ``model-0000.states`` (optimizer states, wherever the optimizer ran);
 - ``position.json``: epoch, batches done in it, the global step, the iterator's sampler
   position, the state of ``rm.random``'s generator, the bucket keys seen and the worker
-  membership log.
+  membership log;
+- ``fit-state.params`` when the module keeps more training state than its parameters
+  (SVRGModule: the snapshot weights and the full gradient), in the same NDArray format.
 
 It is written to a temporary folder and renamed, so a driver killed while writing leaves the
 previous checkpoint intact; only the newest ``keep`` are kept. Nothing in it is pickled.
@@ -30,6 +32,7 @@ from ..symbol import load_json
 __all__ = ["CheckpointConfig", "FitCheckpointer"]
 
 _PREFIX = "step-"
+_EXTRA = "fit-state.params"
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,9 @@ class FitCheckpointer:
         self._write(tmp, "model-0000.params", dumps(params))
         if module.optimizer_initialized:
             self._write(tmp, "model-0000.states", module._optimizer_states())
+        extra = module._fit_state_arrays()
+        if extra:
+            self._write(tmp, _EXTRA, dumps(extra))
         self._write(tmp, "position.json", json.dumps(position, default=_plain).encode())
         if self.fs.get_file_info(final).type != pafs.FileType.NotFound:
             self.fs.delete_dir(final)
@@ -122,7 +128,8 @@ class FitCheckpointer:
 
     def load_latest(self) -> dict | None:
         """The newest checkpoint: ``symbol``, ``arg_params``, ``aux_params``, ``states``
-        (bytes or None) and ``position``; None when there is none."""
+        (bytes or None), ``extra`` (the module's other arrays, or None) and ``position``;
+        None when there is none."""
         folders = self.list()
         if not folders:
             return None
@@ -130,11 +137,14 @@ class FitCheckpointer:
         saved = load_frombuffer(self._read(folder, "model-0000.params"))
         states_path = posixpath.join(folder, "model-0000.states")
         has_states = self.fs.get_file_info(states_path).type == pafs.FileType.File
+        has_extra = (self.fs.get_file_info(posixpath.join(folder, _EXTRA)).type
+                     == pafs.FileType.File)
         return {"folder": folder,
                 "symbol": load_json(self._read(folder, "model-symbol.json").decode()),
                 "arg_params": {k[4:]: v for k, v in saved.items() if k.startswith("arg:")},
                 "aux_params": {k[4:]: v for k, v in saved.items() if k.startswith("aux:")},
                 "states": self._read(folder, "model-0000.states") if has_states else None,
+                "extra": load_frombuffer(self._read(folder, _EXTRA)) if has_extra else None,
                 "position": json.loads(self._read(folder, "position.json"))}
 
 

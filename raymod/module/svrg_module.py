@@ -32,7 +32,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..context import cpu
+from ..context import array_module, as_numpy, context_of, cpu
 from ..optimizer.svrg import FULL_GRAD_PREFIX, _SVRGOptimizer, full_grad_key
 from ..symbol import Symbol
 from .lifecycle import Stage, StageError
@@ -139,6 +139,7 @@ class SVRGModule(Module):
         self._param_dict: list[dict] | None = None  # per device: name -> this device's mu
         # how far the snapshot module got on the current batch: None, "forward", "backward"
         self._aux_step: str | None = None
+        self._keep_full_grads = False  # resumed mid-epoch: w~ and mu came with the checkpoint
 
     # ---- binding ----------------------------------------------------------------------------
     def bind(self, data_shapes: Any, label_shapes: Any = None, for_training: bool = True,
@@ -331,12 +332,49 @@ class SVRGModule(Module):
                 g += self._param_dict[k][name]
         super().update()
 
-    def _fit_resume(self, train_data: Any) -> dict | None:
-        """Not yet: a resumed SVRG run would also need the snapshot and mu of the checkpoint."""
-        raise NotImplementedError("fit(resume=True) is not supported by SVRGModule yet: its "
-                                  "checkpoints do not hold the snapshot weights and full "
-                                  "gradient; resume from save_checkpoint files with "
-                                  "begin_epoch at a multiple of update_freq instead")
+    # ---- checkpoints of fit --------------------------------------------------------------
+    def _fit_state_arrays(self) -> dict:
+        """The snapshot ``w~`` (``snapshot:<name>``, ``snapshot_aux:<name>``) and the full
+        gradient ``mu`` (``full_grad:<device>:<name>``; on workers ``full_grad:<name>``)."""
+        if self._param_dict is None:
+            return {}
+        if self._remote:
+            arrays = {f"snapshot:{n}": v for n, v in self._exec_group.snapshot_values().items()}
+            arrays.update({f"full_grad:{n}": v for n, v in self._param_dict[0].items()})
+            return arrays
+        args, aux = self._mod_aux.get_params()
+        arrays = {f"snapshot:{n}": v for n, v in args.items()}
+        arrays.update({f"snapshot_aux:{n}": v for n, v in aux.items()})
+        for k, means in enumerate(self._param_dict):
+            arrays.update({f"full_grad:{k}:{n}": as_numpy(v) for n, v in means.items()})
+        return arrays
+
+    def _set_fit_state_arrays(self, arrays: dict, position: dict) -> None:
+        """Take back ``w~`` and ``mu``; a run resumed inside an epoch keeps them for the rest
+        of it (the uninterrupted run refreshed them at the epoch's start)."""
+        def part(prefix: str) -> dict:
+            return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+
+        snapshot, mu = part("snapshot:"), part("full_grad:")
+        if not snapshot:  # saved before the first full-gradient pass
+            return
+        if self._remote:
+            self._exec_group.set_snapshot(snapshot)
+            self._kvstore.push([full_grad_key(n) for n in mu], list(mu.values()))
+            self._param_dict = [mu]
+        else:
+            self._mod_aux.set_params(snapshot, part("snapshot_aux:"))
+            devices = {int(key.split(":", 1)[0]) for key in mu}
+            if devices != set(range(self._ctx_len)):
+                raise ValueError(f"the checkpoint's full gradient is for {len(devices)} "
+                                 f"device(s), this module has {self._ctx_len}")
+            grads = dict(zip(self._exec_group.param_names, self._exec_group.grad_arrays))
+            self._param_dict = [{} for _ in range(self._ctx_len)]
+            for key, value in mu.items():
+                k, name = key.split(":", 1)
+                xp = array_module(context_of(grads[name][int(k)]))
+                self._param_dict[int(k)][name] = xp.asarray(value)
+        self._keep_full_grads = position["nbatch"] > 0
 
     def _remote_step_options(self) -> dict:
         """Workers push ``g(w) - g(w~)``; the servers add ``mu``."""
@@ -353,6 +391,7 @@ class SVRGModule(Module):
     def _fit_begin_epoch(self, epoch: int, train_data: Any, eval_metric: Any) -> None:
         """Reset the metric; refresh snapshot and full gradient every ``update_freq`` epochs."""
         super()._fit_begin_epoch(epoch, train_data, eval_metric)
-        if epoch % self.update_freq == 0 or self._param_dict is None:
+        keep, self._keep_full_grads = self._keep_full_grads, False
+        if not keep and (epoch % self.update_freq == 0 or self._param_dict is None):
             self.update_full_grads(train_data)
             train_data.reset()

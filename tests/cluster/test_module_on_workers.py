@@ -3,18 +3,15 @@ import numpy as np
 import pytest
 
 import raymod as rm
-from raymod.base import MXNetError
+
+import nets
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
 
 
+
 def mlp():
-    data = rm.sym.Variable("data")
-    h = rm.sym.Activation(rm.sym.FullyConnected(data, num_hidden=32, name="fc1"),
-                          act_type="relu")
-    h = rm.sym.Activation(rm.sym.FullyConnected(h, num_hidden=16, name="fc2"), act_type="relu")
-    return rm.sym.SoftmaxOutput(rm.sym.FullyConnected(h, num_hidden=10, name="fc3"),
-                                name="softmax")
+    return nets.mlp(32, 16)
 
 
 def lenet():

@@ -3,7 +3,6 @@ step boundaries, and the trajectory is that of a run without failures."""
 import json
 import random
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -11,17 +10,12 @@ import ray
 
 import raymod as rm
 
+from nets import mlp
+
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
 
 STEPS_PER_EPOCH = 20
 
-
-def mlp():
-    data = rm.sym.Variable("data")
-    h = rm.sym.Activation(rm.sym.FullyConnected(data, num_hidden=32, name="fc1"),
-                          act_type="relu")
-    return rm.sym.SoftmaxOutput(rm.sym.FullyConnected(h, num_hidden=10, name="fc2"),
-                                name="softmax")
 
 
 def fit(close, epochs, on_batch=None, workers=rm.Workers(3, 4), metric="acc"):

@@ -10,6 +10,7 @@ import pytest
 import raymod as rm
 from raymod.io import DataBatch, NDArrayIter
 from raymod.module import Module, StageError
+from raymod.module.fit_checkpoint import FitCheckpointer
 from raymod.module.svrg_module import FullGradPartial, SVRGModule
 from raymod.optimizer import SGD
 from raymod.optimizer.svrg import FULL_GRAD_PREFIX, _SVRGOptimizer, full_grad_key
@@ -454,3 +455,49 @@ def test_worker_killed_during_the_full_gradient_pass(ray_cluster, close_modules,
     a, b = reference.get_params()[0], got.get_params()[0]
     for name in a:
         np.testing.assert_allclose(b[name], a[name], atol=1e-5 * np.abs(a[name]).max())
+
+
+class _DriverLost(Exception):
+    """Stands for the driver dying: the module and everything in memory are dropped."""
+
+
+def _fit_svrg_until(x, y, workers, epochs, close, path, stop_at=None, resume=False):
+    """SVRG fit with a checkpoint every 7 steps; raises _DriverLost after step ``stop_at``."""
+    rm.random.seed(0)
+    mod = SVRGModule(_net(), label_names=[LABEL], update_freq=2, workers=workers)
+    if workers:
+        close(mod)
+    steps = []
+
+    def maybe_die(param):
+        steps.append(1)
+        if stop_at is not None and len(steps) == stop_at:
+            raise _DriverLost()
+
+    mod.fit(_iter(x, y, batch=100, shuffle=True), eval_metric="mse", num_epoch=epochs,
+            optimizer="sgd", optimizer_params={"learning_rate": 0.025},
+            batch_end_callback=maybe_die, resume=resume,
+            checkpoint=rm.CheckpointConfig(str(path), every_n_steps=7))
+    return mod
+
+
+@pytest.mark.parametrize("workers", [None, pytest.param(2, marks=pytest.mark.ray)],
+                         ids=["in_process", "2_workers"])
+def test_resume_mid_epoch_keeps_the_snapshot_and_full_gradient(workers, tmp_path, request):
+    close = request.getfixturevalue("close_modules")
+    if workers:
+        request.getfixturevalue("ray_cluster")
+    x, y = _least_squares_problem(rows=1000, cols=12)  # 10 steps an epoch, update_freq 2
+    reference = _fit_svrg_until(x, y, workers, 4, close, tmp_path / "ref")
+    with pytest.raises(_DriverLost):  # dies at step 29: epoch 2, after the step-28 checkpoint
+        _fit_svrg_until(x, y, workers, 4, close, tmp_path / "run", stop_at=29)
+    got = _fit_svrg_until(x, y, workers, 4, close, tmp_path / "run", resume=True)
+    # the checkpoint at step 28 (epoch 2, refreshed at 20) carried w~ and mu: no new pass
+    saved = FitCheckpointer(rm.CheckpointConfig(str(tmp_path / "run"))).load_latest()
+    assert any(k.startswith("snapshot:") for k in saved["extra"])
+    a, b = reference.get_params()[0], got.get_params()[0]
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], rtol=0, atol=1e-5 * np.abs(a[name]).max(),
+                                   err_msg=name)
+    for name, mu in reference._param_dict[0].items():
+        np.testing.assert_allclose(got._param_dict[0][name], mu, rtol=1e-6, atol=1e-9)
