@@ -269,10 +269,16 @@ class Optimizer:
         name = self.idx2name.get(index)
         return table.get(name, 1.0) if name is not None else 1.0
 
+    def _mults(self, table: dict, attr: str, indices: list) -> list[float]:
+        """The multiplier of each index (see :meth:`_mult`)."""
+        if not table and not self.param_dict:  # nothing to look up: all are 1
+            return [1.0] * len(indices)
+        return [self._mult(table, attr, i) for i in indices]
+
     def _get_lrs(self, indices: list) -> list[float]:
         """Learning rates for ``indices``: the current rate times each lr multiplier."""
         lr = self.learning_rate
-        return [lr * self._mult(self.lr_mult, "lr_mult", i) for i in indices]
+        return [lr * m for m in self._mults(self.lr_mult, "lr_mult", indices)]
 
     def _get_lr(self, index: Any) -> float:
         """The learning rate for one index."""
@@ -280,7 +286,8 @@ class Optimizer:
 
     def _get_wds(self, indices: list) -> list[float]:
         """Weight decays for ``indices``: ``wd`` times each wd multiplier."""
-        return [self.wd * self._mult(self.wd_mult, "wd_mult", i) for i in indices]
+        wd = self.wd
+        return [wd * m for m in self._mults(self.wd_mult, "wd_mult", indices)]
 
     def _get_wd(self, index: Any) -> float:
         """The weight decay for one index."""

@@ -16,7 +16,7 @@ from .optimizer import Optimizer, _REGISTRY, get_array_module
 
 __all__ = ["SGD", "NAG", "Signum", "SGLD", "Test"]
 
-#: environment variable: how many weights SGD updates per call (MXNet's name; default 4)
+#: environment variable: how many weights SGD updates per call (MXNet's name)
 AGGREGATION_SIZE_ENV = "MXNET_OPTIMIZER_AGGREGATION_SIZE"
 
 
@@ -42,8 +42,11 @@ class SGD(Optimizer):
         super().__init__(**kwargs)
         self.momentum = momentum
         self.lazy_update = lazy_update
-        # the Updater hands this many weights to one update call (MXNet's variable and default)
-        self.aggregate_num = int(os.environ.get(AGGREGATION_SIZE_ENV, "4"))
+        # the Updater hands this many weights to one update call: MXNet's variable when set,
+        # else all at once (same result as MXNet's default of 4: every rate of a step is read
+        # after all of the step's counts, and one call has less per-call work)
+        size = os.environ.get(AGGREGATION_SIZE_ENV)
+        self.aggregate_num = int(size) if size else math.inf
 
     def create_state(self, index: Any, weight: Any) -> Any:
         """The momentum buffer (zeros like ``weight``), or None without momentum."""

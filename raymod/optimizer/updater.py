@@ -103,8 +103,9 @@ class Updater:
         Index -> whether the state is known to be on its weight's device (false after
         :meth:`set_states` until the index is next updated).
     aggregate_updates : bool
-        Whether the optimizer takes several weights per call (its ``aggregate_num`` > 0,
-        as SGD's): the weights then go to it in order, in lists of up to ``aggregate_num``.
+        Whether the optimizer takes several weights per call (its ``aggregate_num`` > 0;
+        SGD's is ``inf``, all at once): the weights then go to it in order, in lists of up to
+        ``aggregate_num``.
     """
 
     def __init__(self, optimizer: Optimizer):
@@ -144,7 +145,7 @@ class Updater:
             for idx, g, w in zip(indices, grads, weights):
                 opt.update_multi_precision(idx, w, g, states[idx])
             return
-        size = opt.aggregate_num
+        size = int(min(opt.aggregate_num, len(indices))) or 1
         for start in range(0, len(indices), size):
             chunk = indices[start:start + size]
             opt.update_multi_precision(chunk, weights[start:start + size],
