@@ -138,12 +138,24 @@ class WorkerPool:
             info = self._ray.get(ref)
             for method, args in self._setup.values():
                 self._ray.get(getattr(handle, method).remote(*args))
+            self._ray.get(handle.set_local_state.remote(self._peer_state()))
         except self._ray.exceptions.RayActorError as err:
             self._event("start_failed", rank, error=str(err))
             return None
         self.workers[rank], self.info[rank] = handle, info
         self._event("join", rank, setup_s=time.perf_counter() - t0, pid=info["pid"])
         return rank
+
+    def _peer_state(self) -> dict | None:
+        """A live worker's local state for a joiner: the replayed set-up gives it the first
+        parameters, not the current auxiliary states or, when workers run the optimizer,
+        the current weights and optimizer states."""
+        for rank in self.ranks:
+            try:
+                return self._ray.get(self.workers[rank].local_state.remote())
+            except self._ray.exceptions.RayActorError:
+                continue  # the next step finds it dead; ask another
+        return None
 
     def lost(self, rank: int, error: Any, step: int | None = None,
              slices: tuple[int, ...] = ()) -> WorkerLost | None:

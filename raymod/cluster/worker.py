@@ -118,6 +118,24 @@ class Worker:
         self.root.get_params(args, aux)
         return args, aux
 
+    def local_state(self) -> dict | None:
+        """What a joining worker copies from this one: parameters, auxiliary states, the
+        weights version they are at and the local optimizer's states (None before a bind)."""
+        if self.root is None:
+            return None
+        return {"params": self.get_params(), "version": self.version,
+                "updater": None if self.local_updater is None else
+                self.local_updater.get_states()}
+
+    def set_local_state(self, state: dict | None) -> None:
+        """Take another worker's :meth:`local_state` (a joiner, before its first step)."""
+        if state is None or self.root is None:
+            return
+        self.set_params(*state["params"])
+        self.version = state["version"]
+        if state["updater"] is not None and self.local_updater is not None:
+            self.local_updater.set_states(state["updater"])
+
     def connect(self, layout: Any, servers: list, threshold: float | None,
                 optimizer: Any = None) -> None:
         """Push gradients to these KVServer shards; with ``optimizer``, apply the servers'

@@ -218,3 +218,22 @@ def test_recovered_event_is_logged_streamed_and_inspectable(ray_cluster, close_m
     assert main(["inspect", str(step / "position.json")]) == 0
     out = capsys.readouterr().out
     assert "recovered" in out and "slices_recomputed 1" in out
+
+
+def test_joiner_takes_weights_and_optimizer_state_when_workers_update(
+        ray_cluster, close_modules, monkeypatch):
+    monkeypatch.setenv("MXNET_UPDATE_ON_KVSTORE", "0")  # servers only sum; workers update
+    _, reference, _ = fit(close_modules, None)
+
+    def on_batch(param):
+        pool = param.locals["self"]._pool
+        if step_of(param) == 3:
+            pool.wait_for(3, 60)
+            pool.remove(1)
+            pool.add(1)  # joins a few steps later with momentum already built up
+        if step_of(param) == 12:
+            pool.wait_for(3, 60)
+
+    mod, got, _ = fit(close_modules, rm.Workers(2, 3), on_batch=on_batch)
+    assert not mod._update_on_kvstore and len(events(mod._pool, "join")) == 4
+    assert_close(reference, got)
