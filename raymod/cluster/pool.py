@@ -31,6 +31,20 @@ class WorkersUnavailable(MXNetError):
     """Fewer workers than ``min_workers`` could be started or are still alive."""
 
 
+#: how often (seconds) :meth:`WorkerPool.poll` asks Ray which nodes are being drained
+DRAIN_CHECK_SECONDS = 5.0
+
+
+def _draining_nodes(ray: Any) -> dict[str, int]:
+    """Node id -> drain deadline (ms since the epoch, 0: none) of the nodes Ray is draining:
+    preempted spot instances, or ``ray drain-node``. Ray has no public call for this yet;
+    Ray Data and Serve use the same GCS query. Any failure reads as "none"."""
+    try:
+        return dict(ray._private.state.state.get_draining_nodes())
+    except Exception:  # noqa: BLE001 - an internal API: never let it stop training
+        return {}
+
+
 @dataclass(frozen=True)
 class WorkerLost:
     """A worker found dead by a caller: which rank, when, and what it was computing.
@@ -81,6 +95,8 @@ class WorkerPool:
         self._source_ids = 0
         self.events: list[dict] = []
         self._replace = False  # a worker was lost: start a replacement at the next boundary
+        self._next_drain_check = 0.0
+        self.stopping = False  # True while a failing fit saves: calls never wait for workers
         self.target = spec.max_workers  # live + starting actors the pool keeps asking for
         if not local.is_local():  # on a real cluster, tell the autoscaler what we want
             from ray.autoscaler.sdk import request_resources
@@ -124,12 +140,36 @@ class WorkerPool:
     def poll(self) -> list[int]:
         """Start replacements for workers lost since the last look, and admit workers that
         have started; returns the admitted ranks."""
+        self._leave_draining_nodes()
         self._start_replacements()
-        if not self._starting:
-            return []
-        ready, _ = self._ray.wait(list(self._starting), num_returns=len(self._starting),
-                                  timeout=0)
-        return [rank for rank in (self._admit(ref) for ref in ready) if rank is not None]
+        if self._starting:
+            ready, _ = self._ray.wait(list(self._starting), num_returns=len(self._starting),
+                                      timeout=0)
+            joined = [rank for rank in (self._admit(ref) for ref in ready) if rank is not None]
+        else:
+            joined = []
+        if len(self.workers) < self.spec.min_workers:  # after a preemption
+            self.wait_for(self.spec.min_workers, self.spec.start_timeout)
+        return joined
+
+    def _leave_draining_nodes(self) -> None:
+        """Workers on nodes Ray is draining (a preemption notice) leave now, at a step
+        boundary, so that nothing they hold has to be recomputed; Ray places their
+        replacements on other nodes. Checked every :data:`DRAIN_CHECK_SECONDS`."""
+        now = time.monotonic()
+        if now < self._next_drain_check:
+            return
+        self._next_drain_check = now + DRAIN_CHECK_SECONDS
+        draining = _draining_nodes(self._ray)
+        if not draining:
+            return
+        for rank in self.ranks:
+            node = self.info[rank].get("node")
+            if node in draining:
+                self._ray.kill(self.workers.pop(rank), no_restart=True)
+                self._event("leave", rank, reason="node draining", node=node,
+                            deadline_ms=draining[node])
+                self._replace = True
 
     def _admit(self, ref: Any) -> int | None:
         rank, handle = self._starting.pop(ref)
@@ -281,15 +321,16 @@ class WorkerPool:
 
     def gather(self, refs: dict[int, Any]) -> dict[int, Any]:
         """Results of per-rank calls; a worker whose actor died is dropped and left out
-        (below ``min_workers``, this waits for replacements, which replay the set-up)."""
+        (below ``min_workers``, this waits for replacements, which replay the set-up, unless
+        the pool is :attr:`stopping`)."""
         out = {}
         for rank, ref in refs.items():
             try:
                 out[rank] = self._ray.get(ref)
             except self._ray.exceptions.RayActorError as err:
                 self.lost(rank, err)
-        if len(self.workers) < self.spec.min_workers:  # replacements were asked for: wait
-            self.wait_for(self.spec.min_workers, self.spec.start_timeout)
+        if len(self.workers) < self.spec.min_workers and not self.stopping:
+            self.wait_for(self.spec.min_workers, self.spec.start_timeout)  # replacements
         return out
 
     def source(self, src: Any) -> tuple[int, list]:

@@ -33,7 +33,7 @@ from ..kvstore.server import ServerLost
 from ..parallel.executor_group import _desc
 from ..parallel.slicing import batch_axis, split_input_slice, take_slice
 from ..symbol import Symbol
-from .pool import WorkerPool
+from .pool import WorkerPool, WorkersUnavailable
 
 __all__ = ["RayExecutorGroup"]
 
@@ -217,6 +217,8 @@ class RayExecutorGroup:
         if st.weights is not None and not st.update_on_kvstore:
             self.pool.call_all("refresh", st.weights)
         per_worker = self.pool.call_all("get_params")
+        if not per_worker:
+            raise WorkersUnavailable("no live worker holds the parameters")
         first = per_worker[min(per_worker)]
         args = first[0]
         if st.kv is not None and st.update_on_kvstore:

@@ -83,6 +83,7 @@ class BaseModule:
         self._symbol = None
         self._total_exec_bytes = 0
         self._checkpointer: FitCheckpointer | None = None
+        self._fit_cursor: tuple | None = None  # (epoch, nbatch, sampler state) of this batch
         self._global_step = 0
 
     # ---- lifecycle --------------------------------------------------------------------------
@@ -357,20 +358,51 @@ class BaseModule:
                         arg_params, aux_params, allow_missing, force_rebind, force_init, monitor)
         start = self._fit_resume(train_data) if resume else None
         self._global_step = start["step"] if start else 0
-        for epoch in range(begin_epoch if start is None else start["epoch"], num_epoch):
-            tic = time.time()
-            self._fit_begin_epoch(epoch, train_data, eval_metric)
-            first = start["nbatch"] if start and epoch == start["epoch"] else 0
-            name_values = self._fit_epoch(epoch, train_data, eval_metric, batch_end_callback,
-                                          monitor, sparse_row_id_fn, first)
-            self._fit_end_epoch(epoch, name_values, tic, epoch_end_callback)
-            if eval_data:
-                self._fit_evaluate(epoch, eval_data, validation_metric, eval_end_callback,
-                                   eval_batch_end_callback)
-            train_data.reset()
-            every = checkpoint.every_n_epochs if checkpoint else None
-            if every and (epoch + 1) % every == 0:
-                self._fit_save(epoch + 1, 0, train_data)
+        self._fit_cursor = None
+        from ..cluster.pool import WorkersUnavailable
+        try:
+            for epoch in range(begin_epoch if start is None else start["epoch"], num_epoch):
+                tic = time.time()
+                first = start["nbatch"] if start and epoch == start["epoch"] else 0
+                if self._checkpointer is not None:  # a failure before the first batch
+                    sampler = getattr(train_data, "sampler", None)
+                    self._fit_cursor = (epoch, first,
+                                        None if sampler is None else sampler.get_state())
+                self._fit_begin_epoch(epoch, train_data, eval_metric)
+                name_values = self._fit_epoch(epoch, train_data, eval_metric,
+                                              batch_end_callback, monitor, sparse_row_id_fn,
+                                              first)
+                self._fit_end_epoch(epoch, name_values, tic, epoch_end_callback)
+                if eval_data:
+                    self._fit_evaluate(epoch, eval_data, validation_metric, eval_end_callback,
+                                       eval_batch_end_callback)
+                train_data.reset()
+                every = checkpoint.every_n_epochs if checkpoint else None
+                if every and (epoch + 1) % every == 0:
+                    self._fit_save(epoch + 1, 0, train_data)
+        except WorkersUnavailable as err:
+            raise self._fit_stopped(err, train_data) from err
+
+    def _fit_stopped(self, err: Exception, train_data: Any) -> Exception:
+        """Too few workers to go on: checkpoint the last completed step when ``fit`` was
+        given ``checkpoint=``, and say where (the error to raise)."""
+        if self._checkpointer is None or self._fit_cursor is None:
+            hint = "" if self._fit_cursor is None else \
+                "; fit(..., checkpoint=...) would have saved the progress"
+            return type(err)(f"{err}{hint}")
+        epoch, nbatch, sampler_state = self._fit_cursor
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.stopping = True  # read what the survivors hold, without waiting for more
+        try:
+            folder = self._fit_save(epoch, nbatch, train_data, sampler_state)
+        except Exception as save_err:  # noqa: BLE001 - report both, raise the first
+            return type(err)(f"{err}; writing a checkpoint failed too: {save_err}")
+        finally:
+            if pool is not None:
+                pool.stopping = False
+        return type(err)(f"{err}; stopped after step {self._global_step} and saved checkpoint "
+                         f"{folder}: fit(..., resume=True) continues from there")
 
     # ---- fit hooks --------------------------------------------------------------------------
     def _fit_setup(self, train_data: Any, kvstore: Any, optimizer: Any, optimizer_params: Any,
@@ -409,16 +441,21 @@ class BaseModule:
                          position["epoch"], position["nbatch"], position["step"])
         return position
 
-    def _fit_save(self, epoch: int, nbatch: int, train_data: Any) -> None:
-        """Write a checkpoint for resuming at batch ``nbatch`` of ``epoch``."""
+    def _fit_save(self, epoch: int, nbatch: int, train_data: Any,
+                  sampler_state: dict | None = None) -> str:
+        """Write a checkpoint for resuming at batch ``nbatch`` of ``epoch`` (the sampler's
+        position there, if not its current one); returns its folder."""
         sampler = getattr(train_data, "sampler", None)
         pool = getattr(self, "_pool", None)
+        if sampler_state is None and sampler is not None:
+            sampler_state = sampler.get_state()
         position = {"epoch": epoch, "nbatch": nbatch, "step": self._global_step,
-                    "sampler": None if sampler is None else sampler.get_state(),
+                    "sampler": sampler_state,
                     "bucket_keys": sorted(getattr(self, "_buckets", {}), key=str),
                     "membership": [] if pool is None else pool.events}
         folder = self._checkpointer.save(self, position)
         self.logger.info("checkpoint %s (epoch %d, batch %d)", folder, epoch, nbatch)
+        return folder
 
     def _fit_state_arrays(self) -> dict:
         """Training state beyond parameters and optimizer for a checkpoint (name -> array);
@@ -444,7 +481,10 @@ class BaseModule:
                    monitor: Any, sparse_row_id_fn: Any, first_nbatch: int = 0) -> list:
         """One pass over ``train_data`` (from batch ``first_nbatch`` when resuming); returns
         the metric's global (name, value) pairs."""
+        # where each batch starts, for a checkpoint written if its step cannot complete
+        sampler = getattr(train_data, "sampler", None) if self._checkpointer else None
         batches = iter(train_data)
+        before = sampler.get_state() if sampler is not None else None
         batch = next(batches, None)
         if batch is None:
             raise ValueError(f"train_data yielded no batches in epoch {epoch}")
@@ -453,10 +493,13 @@ class BaseModule:
         while batch is not None:
             if monitor is not None:
                 monitor.tic()
+            if self._checkpointer is not None:
+                self._fit_cursor = (epoch, nbatch, before)
             self._fit_batch(batch, eval_metric)
             self._global_step += 1
             if every and self._global_step % every == 0:  # before the next batch is read
                 self._fit_save(epoch, nbatch + 1, train_data)
+            before = sampler.get_state() if sampler is not None else None
             next_batch = next(batches, None)  # fetched only after this batch's labels are used
             if next_batch is not None:
                 self.prepare(next_batch, sparse_row_id_fn=sparse_row_id_fn)

@@ -18,7 +18,7 @@ STEPS_PER_EPOCH = 20
 
 
 
-def fit(close, epochs, on_batch=None, workers=rm.Workers(3, 4), metric="acc"):
+def fit(close, epochs, on_batch=None, workers=rm.Workers(3, 4), metric="acc", **kwargs):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((STEPS_PER_EPOCH * 40, 16)).astype(np.float32)
     y = (x[:, :10].argmax(axis=1)).astype(np.float32)
@@ -27,7 +27,8 @@ def fit(close, epochs, on_batch=None, workers=rm.Workers(3, 4), metric="acc"):
     close(mod)
     mod.fit(rm.io.NDArrayIter(x, y, batch_size=40, shuffle=True, seed=2), num_epoch=epochs,
             optimizer_params={"learning_rate": 0.1, "momentum": 0.9},
-            initializer=rm.init.Xavier(), batch_end_callback=on_batch, eval_metric=metric)
+            initializer=rm.init.Xavier(), batch_end_callback=on_batch, eval_metric=metric,
+            **kwargs)
     return mod, {k: v.copy() for k, v in mod.get_params()[0].items()}
 
 
@@ -120,3 +121,44 @@ def test_graceful_leave_at_a_step_boundary(close_modules, tmp_path):
     assert [e["event"] for e in mod._pool.events].count("leave") == 1
     with pytest.raises(ValueError, match="min_workers=3"):
         mod._pool.remove(1)
+
+
+def test_below_min_workers_stops_with_a_checkpoint_that_resumes(close_modules, tmp_path):
+    _, reference = fit(close_modules, 2, workers=rm.Workers(3, 3, start_timeout=5.0))
+    checkpoint = rm.CheckpointConfig(str(tmp_path / "ckpt"), every_n_epochs=None)
+
+    def starve(param):  # a kill at step 7, and no resources for a replacement
+        if param.epoch * STEPS_PER_EPOCH + param.nbatch == 7:
+            pool = param.locals["self"]._pool
+            pool.target = 2  # the pool asks for no replacement: none can be had
+            ray.kill(pool.workers[pool.ranks[0]], no_restart=True)
+
+    with pytest.raises(rm.cluster.pool.WorkersUnavailable,
+                       match=r"stopped after step 8 and saved checkpoint .*resume=True"):
+        fit(close_modules, 2, starve, workers=rm.Workers(3, 3, start_timeout=5.0),
+            checkpoint=checkpoint)
+    _, got = fit(close_modules, 2, workers=rm.Workers(3, 3), checkpoint=checkpoint,
+                 resume=True)
+    assert_close(reference, got)
+
+
+def test_workers_on_a_draining_node_leave_at_a_step_boundary(close_modules, monkeypatch):
+    _, reference = fit(close_modules, 2)
+    monkeypatch.setattr("raymod.cluster.pool.DRAIN_CHECK_SECONDS", 0.0)
+    monkeypatch.setattr("raymod.cluster.pool._draining_nodes",
+                        lambda ray: {"preempted-node": 1_700_000_000_000})
+
+    def preempt(param):  # a preemption notice for the node of one worker
+        if param.epoch == 0 and param.nbatch == 5:
+            pool = param.locals["self"]._pool
+            pool.wait_for(4, 120)
+            pool.info[pool.ranks[1]]["node"] = "preempted-node"
+        if param.epoch == 1 and param.nbatch == 5:  # the replacement, placed elsewhere
+            param.locals["self"]._pool.wait_for(4, 120)
+
+    mod, got = fit(close_modules, 2, preempt)
+    assert_close(reference, got)
+    left = [e for e in mod._pool.events if e["event"] == "leave"]
+    assert [e["reason"] for e in left] == ["node draining"]
+    assert not [e for e in mod._pool.events if e["event"] == "lost"]  # nothing recomputed
+    assert [e["event"] for e in mod._pool.events].count("join") == 5  # and replaced
