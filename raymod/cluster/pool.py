@@ -273,7 +273,9 @@ class WorkerPool:
         return left
 
     def shutdown(self) -> None:
-        """Stop every worker actor."""
+        """Stop every worker actor (after letting live ones remove their shared memory)."""
+        closing = [h.close.remote() for h in self.workers.values()]
+        self._ray.wait(closing, num_returns=len(closing), timeout=5)
         for handle in list(self.workers.values()) + [h for _, h in self._starting.values()]:
             self._ray.kill(handle, no_restart=True)
         self.target, self._replace = 0, False  # a later poll must not start new ones

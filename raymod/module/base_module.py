@@ -391,7 +391,7 @@ class BaseModule:
                 "; fit(..., checkpoint=...) would have saved the progress"
             return type(err)(f"{err}{hint}")
         epoch, nbatch, sampler_state = self._fit_cursor
-        pool = getattr(self, "_pool", None)
+        pool = self.pool
         if pool is not None:
             pool.stopping = True  # read what the survivors hold, without waiting for more
         try:
@@ -446,7 +446,7 @@ class BaseModule:
         """Write a checkpoint for resuming at batch ``nbatch`` of ``epoch`` (the sampler's
         position there, if not its current one); returns its folder."""
         sampler = getattr(train_data, "sampler", None)
-        pool = getattr(self, "_pool", None)
+        pool = self.pool
         if sampler_state is None and sampler is not None:
             sampler_state = sampler.get_state()
         position = {"epoch": epoch, "nbatch": nbatch, "step": self._global_step,
@@ -456,6 +456,15 @@ class BaseModule:
         folder = self._checkpointer.save(self, position)
         self.logger.info("checkpoint %s (epoch %d, batch %d)", folder, epoch, nbatch)
         return folder
+
+    @property
+    def pool(self) -> Any:
+        """The Ray worker pool of a module made with ``workers=`` (None in process).
+
+        ``pool.remove(n)`` / ``pool.add(n)`` let workers leave or join at the next step
+        boundary (call them from a batch-end callback); ``pool.events`` is the membership log.
+        """
+        return getattr(self, "_pool", None)
 
     def _fit_state_arrays(self) -> dict:
         """Training state beyond parameters and optimizer for a checkpoint (name -> array);

@@ -355,6 +355,13 @@ compression_params
         self._switch_to_batch(data_batch)
         self._curr_module.forward(data_batch, is_train=is_train)
 
+    @property
+    def pool(self) -> Any:
+        """The Ray worker pool every bucket runs on (None in process); see
+        :attr:`BaseModule.pool`."""
+        default = self._buckets.get(self._default_bucket_key)
+        return None if default is None else default.pool
+
     def close(self) -> None:
         """Stop the Ray worker actors every bucket runs on (raymod addition; a no-op in
         process). Bind again before further use."""
