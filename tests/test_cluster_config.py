@@ -118,17 +118,63 @@ def _ray_up_blocker():
         return ("set RAYMOD_TEST_RAY_UP=1 to run it: ray up and ray down run `ray stop`, which "
                 "stops every Ray process of this user on the machine (the test session's "
                 "cluster and any other)")
+    user = load(LOCAL)["auth"]["ssh_user"]
+    if _ssh_probe(user).returncode != 0:
+        failure = _start_loopback_sshd(user)
+        if failure:
+            return failure
     for tool in ("ssh", "rsync", "ray"):
         if shutil.which(tool) is None:
             return f"needs {tool} on PATH"
-    user = load(LOCAL)["auth"]["ssh_user"]
-    probe = subprocess.run(
-        ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
-         "ConnectTimeout=5", f"{user}@127.0.0.1", "python -c 'import ray, raymod'"],
-        capture_output=True, text=True, timeout=30, check=False)
+    probe = _ssh_probe(user)
     if probe.returncode != 0:
         return (f"needs passwordless ssh to {user}@127.0.0.1 with ray and raymod importable by "
                 f"the login shell's python (ssh said: {probe.stderr.strip()[-200:]})")
+    return None
+
+
+def _ssh_probe(user):
+    return subprocess.run(
+        ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
+         "ConnectTimeout=5", f"{user}@127.0.0.1", "python -c 'import ray, raymod'"],
+        capture_output=True, text=True, timeout=30, check=False) \
+        if shutil.which("ssh") else subprocess.CompletedProcess([], 255, "", "no ssh client")
+
+
+def _start_loopback_sshd(user):
+    """As root on Debian/Ubuntu: install openssh-server and rsync if missing, start sshd on
+    127.0.0.1 only (keys, no passwords) and authorize a key of this user for itself.
+    Returns why that cannot be done here, or None."""
+    if os.geteuid() != 0 or user != "root":
+        return "no ssh server on 127.0.0.1, and only root can install and start one"
+    if not (shutil.which("sshd") or os.path.exists("/usr/sbin/sshd")) or not shutil.which("rsync"):
+        if not shutil.which("apt-get"):
+            return "no sshd or rsync, and no apt-get to install them"
+        apt = subprocess.run(["apt-get", "install", "-y", "-q", "openssh-server", "rsync"],
+                             env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"),
+                             capture_output=True, text=True, timeout=600, check=False)
+        if apt.returncode != 0:
+            return f"installing openssh-server failed: {apt.stderr.strip()[-200:]}"
+    home = Path.home() / ".ssh"
+    home.mkdir(mode=0o700, exist_ok=True)
+    key = home / "id_ed25519"
+    if not key.exists():
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)],
+                       check=True, timeout=60)
+    authorized = home / "authorized_keys"
+    public = (home / "id_ed25519.pub").read_text()
+    if public not in (authorized.read_text() if authorized.exists() else ""):
+        with open(authorized, "a") as f:
+            f.write(public)
+    authorized.chmod(0o600)
+    Path("/run/sshd").mkdir(exist_ok=True)
+    subprocess.run(["ssh-keygen", "-A"], capture_output=True, timeout=60, check=False)
+    sshd = subprocess.run(["/usr/sbin/sshd", "-o", "ListenAddress=127.0.0.1",
+                           "-o", "PasswordAuthentication=no",
+                           "-o", "PermitRootLogin=prohibit-password"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    if sshd.returncode != 0:
+        return f"starting sshd on 127.0.0.1 failed: {sshd.stderr.strip()[-200:]}"
     return None
 
 

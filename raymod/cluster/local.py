@@ -52,18 +52,19 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
     >>> mod = rm.mod.Module(net, workers=2)
     """
     local = address is None
-    if local:
+    if local or _joins_loopback(address):
         # Ray reads this when imported: with it off, a single-node cluster uses loopback
-        # for every service (the variable's name is historical)
+        # for every service (the variable's name is historical); a driver joining such a
+        # cluster needs it too, or Ray swaps 127.0.0.1 for the machine's network address
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        from ray._private import ray_constants
+        ray_constants.ENABLE_RAY_CLUSTER = False  # in case ray was imported earlier
     import ray
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
         kwargs.update(ray_kwargs)
         _started_here["local"] = local
         if local:
-            from ray._private import ray_constants
-            ray_constants.ENABLE_RAY_CLUSTER = False  # in case ray was imported earlier
             kwargs.setdefault("include_dashboard", False)
             ray.init(num_cpus=num_cpus, num_gpus=num_gpus, _node_ip_address=_LOOPBACK,
                      **kwargs)
@@ -73,6 +74,18 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
                   ray.get_runtime_context().gcs_address)
     return {"address": ray.get_runtime_context().gcs_address,
             "resources": ray.cluster_resources(), "local": local}
+
+
+def _joins_loopback(address: str) -> bool:
+    """Whether ``address`` ('auto' included: RAY_ADDRESS, then the last ``ray start``) is a
+    cluster bound to loopback, such as cluster-local.yaml's head."""
+    try:
+        from ray._private.services import get_ray_address_from_environment
+        resolved = get_ray_address_from_environment(address, None)
+    except Exception:  # noqa: BLE001 - nothing found: ray.init reports it better
+        return False
+    host = str(resolved).split("://")[-1].rsplit(":", 1)[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1")
 
 
 def is_local() -> bool:
