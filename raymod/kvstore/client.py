@@ -12,6 +12,7 @@ only after step ``k`` completed, so a step reuses the blocks of the one before.
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 import numpy as np
@@ -23,6 +24,8 @@ from .layout import ShardLayout
 from .server import Published, ServerLost
 
 __all__ = ["ShardClient"]
+
+_LOG = logging.getLogger(__name__)
 
 
 class ShardClient:
@@ -82,8 +85,7 @@ class ShardClient:
                 res = self.residuals.setdefault(shard, {})
                 payload = {dt: quantize_2bit(buf, res.setdefault(dt, np.zeros_like(buf)),
                                              self.threshold) for dt, buf in packed.items()}
-            elif self.local[shard]:
-                block = self._outbox(shard, slot)
+            elif self.local[shard] and (block := self._outbox(shard, slot)) is not None:
                 self.layout.pack(shard, grads, out=block.arrays)
                 payload = block.handle
             else:  # Ray copies the buffer into the object store at .remote(): reusable
@@ -96,15 +98,23 @@ class ShardClient:
                 from None
         return {shard: ack[0] for shard, ack in enumerate(answers) if isinstance(ack, list)}
 
-    def _outbox(self, shard: int, slot: int) -> shm.SharedBlock:
+    def _outbox(self, shard: int, slot: int) -> shm.SharedBlock | None:
+        """The shard's outbox for the ``slot``-th push of a step (None: no shared memory
+        left, so this shard's pushes go by value from now on)."""
         boxes = self.outboxes.setdefault(shard, [])
         sizes = dict(self.layout.sizes[shard])
         if boxes and dict(boxes[0].handle.sizes) != sizes:  # the layout grew: start over
             for box in boxes:
                 box.unlink()
             boxes.clear()
-        while len(boxes) <= slot:
-            boxes.append(shm.SharedBlock.create(sizes))
+        try:
+            while len(boxes) <= slot:
+                boxes.append(shm.SharedBlock.create(sizes))
+        except OSError as err:  # /dev/shm full: the object store still works
+            _LOG.warning("no shared memory for shard %d's pushes (%s): sending them through "
+                         "the object store", shard, err)
+            self.local[shard] = False
+            return None
         return boxes[slot]
 
     def read(self, published: list, into: Callable[[int, dict], None]) -> None:

@@ -19,6 +19,7 @@ machine read them in place; a push may name a worker's block instead of carrying
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -31,6 +32,8 @@ from .compression import dequantize_2bit
 from .layout import Piece
 
 __all__ = ["KVServer", "Published", "ServerLost"]
+
+_LOG = logging.getLogger(__name__)
 
 
 class ServerLost(MXNetError):
@@ -90,7 +93,14 @@ class KVServer:
         sizes = {dt: b.size for dt, b in self.buffers.items()}
         for p in pieces:
             sizes[p.dtype] = max(sizes.get(p.dtype, 0), p.offset + p.size)
-        block = shm.SharedBlock.create(sizes) if self.shared_memory else None
+        block = None
+        if self.shared_memory:
+            try:
+                block = shm.SharedBlock.create(sizes)
+            except OSError as err:  # /dev/shm full or missing: the object store still works
+                _LOG.warning("kvstore shard %d: no shared memory (%s); values go through the "
+                             "object store", self.shard, err)
+                self.shared_memory = False
         grown = block.arrays if block else {dt: np.empty(n, dt) for dt, n in sizes.items()}
         for dtype, values in grown.items():
             old = self.buffers.get(dtype, np.zeros(0, dtype))

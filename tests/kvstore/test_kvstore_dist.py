@@ -174,3 +174,45 @@ def test_client_pushes_through_shared_memory_and_sums_in_slice_order():
         client.read([stale, published[1]], lambda shard, values: None)
     client.close()
     kv.close()
+
+
+def test_full_shared_memory_falls_back_to_the_object_store(monkeypatch):
+    import errno
+
+    def no_space(sizes):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    kv = DistKVStore("dist_sync")
+    kv.init("w", np.zeros(5, np.float32))
+    client = ShardClient(kv.layout, kv.servers)
+    assert client.local == [True]
+    monkeypatch.setattr("raymod.kvstore.shm.SharedBlock.create", no_space)  # this process
+    slices = [np.arange(5, dtype=np.float32), np.full(5, 2, np.float32)]
+    published = {}
+    for slice_id, grad in enumerate(slices):
+        published.update(client.push(0, slice_id, {"w": grad}, 2))
+    assert client.local == [False]  # this shard's pushes now go by value
+    got = {"w": np.zeros(5, np.float32)}
+    client.read([published[0]], lambda shard, values: kv.layout.unpack(shard, values, got))
+    np.testing.assert_array_equal(got["w"], slices[0] + slices[1])
+    kv.close()
+
+
+def test_server_without_shared_memory_publishes_through_the_object_store(monkeypatch):
+    import errno
+
+    import ray
+    from raymod.kvstore.layout import ShardLayout
+    from raymod.kvstore.server import KVServer
+
+    def no_space(sizes):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("raymod.kvstore.shm.SharedBlock.create", no_space)
+    layout = ShardLayout(1)
+    pieces = [p for _, p in layout.add("w", (4,), np.float32)]
+    server = KVServer(0, "sync")  # in this process: the same code as the actor
+    server.add(pieces, layout.pack(0, {"w": np.ones(4, np.float32)}))
+    assert server.block is None and server.block_handle() is None
+    (ref,) = server.push(0, 0, {"<f4": np.full(4, 3, np.float32)}, 1)
+    np.testing.assert_array_equal(ray.get(ref)["<f4"], 3)
