@@ -278,7 +278,8 @@ class MetricsLogger:
     Batch lines: ``{"event": "batch", "epoch", "nbatch", "time", "<metric>": value, ...}``;
     epoch lines: ``{"event": "epoch", "epoch", "time", "<metric>": value, ..., **extra}``;
     for a module on Ray workers, membership lines ``{"event": "membership", "kind": "join" |
-    "lost" | "leave" | "kvserver_recovered", "rank", "workers", ...}`` with their timings.
+    "lost" | "leave" | "start_failed" | "recovered" | "kvserver_recovered", "rank" (not for
+    recoveries), "workers", ...}`` with their timings.
     ``time`` is seconds since the epoch (``time.time()``); NaN / infinite values are written
     as ``null`` so that strict JSON parsers accept every line. A metric named like a reserved
     key (event, epoch, nbatch, time) is written as ``metric_<name>``.

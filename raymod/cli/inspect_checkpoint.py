@@ -456,8 +456,10 @@ def _render(report: dict) -> str:
             extra = {k: v for k, v in ev.items() if k not in ("event", "rank", "time",
                                                               "workers", "pid")}
             detail = ", ".join(f"{k} {_fmt_float(v)}" for k, v in extra.items())
-            out.append(f"    {ev.get('event', '?'):<20} rank {ev.get('rank', '?')}, "
-                       f"{ev.get('workers', '?')} alive" + (f", {detail}" if detail else ""))
+            parts = ([f"rank {ev['rank']}"] if "rank" in ev else []) + \
+                ([f"{ev['workers']} alive"] if "workers" in ev else []) + \
+                ([detail] if detail else [])  # recoveries name no rank
+            out.append(f"    {ev.get('event', '?'):<20} {', '.join(parts)}")
 
     if report["warnings"]:
         out.append("")
