@@ -124,7 +124,7 @@ def test_graceful_leave_at_a_step_boundary(close_modules, tmp_path):
 
 
 def test_below_min_workers_stops_with_a_checkpoint_that_resumes(close_modules, tmp_path):
-    _, reference = fit(close_modules, 2, workers=rm.Workers(3, 3, start_timeout=5.0))
+    _, reference = fit(close_modules, 2, workers=rm.Workers(3, 3))
     checkpoint = rm.CheckpointConfig(str(tmp_path / "ckpt"), every_n_epochs=None)
 
     def starve(param):  # a kill at step 7, and no resources for a replacement
@@ -135,7 +135,7 @@ def test_below_min_workers_stops_with_a_checkpoint_that_resumes(close_modules, t
 
     with pytest.raises(rm.cluster.pool.WorkersUnavailable,
                        match=r"stopped after step 8 and saved checkpoint .*resume=True"):
-        fit(close_modules, 2, starve, workers=rm.Workers(3, 3, start_timeout=5.0),
+        fit(close_modules, 2, starve, workers=rm.Workers(3, 3),
             checkpoint=checkpoint)
     _, got = fit(close_modules, 2, workers=rm.Workers(3, 3), checkpoint=checkpoint,
                  resume=True)
