@@ -97,11 +97,12 @@ class SharedBlock:
         Raises ``FileNotFoundError`` if this machine has no such block (another machine's,
         or removed because its creator died).
         """
-        block = _ATTACHED.get(handle.name)
+        block = _ATTACHED.pop(handle.name, None)  # re-inserted last: least recently used first
         if block is None:
-            if len(_ATTACHED) >= _MAX_ATTACHED:  # drop the oldest mapping (dict order)
+            if len(_ATTACHED) >= _MAX_ATTACHED:  # e.g. outboxes of workers that died
                 _ATTACHED.pop(next(iter(_ATTACHED)))
-            block = _ATTACHED[handle.name] = cls(handle, created=False)
+            block = cls(handle, created=False)
+        _ATTACHED[handle.name] = block
         return block
 
     @property
@@ -124,7 +125,7 @@ class SharedBlock:
 
 _OWNED: dict[str, SharedBlock] = {}
 _ATTACHED: dict[str, SharedBlock] = {}
-_MAX_ATTACHED = 256
+_MAX_ATTACHED = 64  # mappings kept per process; a dropped one unmaps once unreferenced
 
 
 @atexit.register

@@ -48,3 +48,16 @@ def test_a_normal_exit_removes_the_blocks_it_created():
     name = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip()
     assert not os.path.exists(os.path.join(shm.SHM_DIR, name))
+
+
+def test_attached_mappings_are_bounded_least_recently_used_first(monkeypatch):
+    monkeypatch.setattr(shm, "_MAX_ATTACHED", 2)
+    monkeypatch.setattr(shm, "_ATTACHED", {})
+    blocks = [shm.SharedBlock.create({"<f4": 4}) for _ in range(3)]
+    first = shm.SharedBlock.attach(blocks[0].handle)
+    shm.SharedBlock.attach(blocks[1].handle)
+    assert shm.SharedBlock.attach(blocks[0].handle) is first  # used again: now the newest
+    shm.SharedBlock.attach(blocks[2].handle)  # evicts blocks[1], the least recently used
+    assert list(shm._ATTACHED) == [blocks[0].handle.name, blocks[2].handle.name]
+    for block in blocks:
+        block.unlink()
