@@ -31,7 +31,8 @@ from typing import Any, NoReturn
 import raymod as rm
 
 __all__ = ["EpochMetrics", "JobArgumentParser", "add_cluster_args", "add_output_args",
-           "add_plot_arg", "connect", "contexts_from_args", "fail", "fraction", "kvstore_for",
+           "add_plot_arg", "connect", "contexts_from_args", "fail", "fit_checkpointing",
+           "fraction", "kvstore_for",
            "limit_blas_threads", "parse_workers", "plot_path", "positive_float", "positive_int",
            "progress_bar", "save_curves_png", "workers_from_args"]
 
@@ -100,6 +101,23 @@ def add_output_args(parser: argparse.ArgumentParser, name: str) -> None:
                             ".states are written at the end (default %(default)s)")
     group.add_argument("--metrics", default=f"runs/{name}/metrics.jsonl", metavar="PATH",
                        help="JSON-lines metrics, one line per epoch (default %(default)s)")
+    group.add_argument("--checkpoint-dir", default=f"runs/{name}/fit", metavar="PATH_OR_URI",
+                       help="resumable checkpoints (parameters, optimizer state, sampler "
+                            "position, ...) every epoch: a folder or a pyarrow.fs URI such as "
+                            "s3://bucket/run (default %(default)s)")
+    group.add_argument("--checkpoint-every", type=positive_int, default=None, metavar="STEPS",
+                       help="also write a resumable checkpoint every STEPS training steps")
+    group.add_argument("--resume", action="store_true",
+                       help="continue from the newest checkpoint under --checkpoint-dir "
+                            "(starts afresh if there is none)")
+
+
+def fit_checkpointing(args: argparse.Namespace, run: str | None = None) -> dict:
+    """``fit`` keyword arguments for the job's resumable checkpoints (``checkpoint=`` and
+    ``resume=``); ``run`` names a sub-folder when a job fits several models."""
+    path = args.checkpoint_dir if run is None else f"{args.checkpoint_dir.rstrip('/')}/{run}"
+    return {"checkpoint": rm.CheckpointConfig(path, every_n_steps=args.checkpoint_every),
+            "resume": args.resume}
 
 
 def workers_from_args(parser: argparse.ArgumentParser,

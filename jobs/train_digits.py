@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> float:
     connected_here = args.workers is not None and not rm.cluster.is_initialized()
     mod = rm.mod.Module(digits_convnet(), context=common.contexts_from_args(args),
                         workers=args.workers)
-    metrics = common.EpochMetrics(args.metrics, args.batch_size)
+    metrics = common.EpochMetrics(args.metrics, args.batch_size,
+                                  mode="a" if args.resume else "w")
     try:
         common.connect(args.workers, args.address)
         start = time.time()
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> float:
                     initializer=rm.init.Xavier(magnitude=2.0),
                     batch_end_callback=[bar, metrics.batch_end],
                     epoch_end_callback=[bar, metrics.epoch_end],
-                    eval_end_callback=metrics.eval_end)
+                    eval_end_callback=metrics.eval_end, **common.fit_checkpointing(args))
         accuracy = float(dict(mod.score(val, "acc"))["accuracy"])
         Path(args.checkpoint).parent.mkdir(parents=True, exist_ok=True)
         mod.save_checkpoint(args.checkpoint, args.epochs, save_optimizer_states=True)

@@ -293,7 +293,8 @@ def main(argv: list[str] | None = None) -> float:
         lstm_lm_sym_gen(len(vocab), args.num_embed, args.num_hidden),
         default_bucket_key=train.default_bucket_key, context=common.contexts_from_args(args),
         workers=args.workers)
-    metrics = common.EpochMetrics(args.metrics, args.batch_size)
+    metrics = common.EpochMetrics(args.metrics, args.batch_size,
+                                  mode="a" if args.resume else "w")
     try:
         common.connect(args.workers, args.address)
         start = time.time()
@@ -305,8 +306,12 @@ def main(argv: list[str] | None = None) -> float:
                     initializer=rm.init.Xavier(factor_type="in", magnitude=2.34),
                     batch_end_callback=[bar, metrics.batch_end],
                     epoch_end_callback=[bar, metrics.epoch_end],
-                    eval_end_callback=metrics.eval_end)
-        perplexity = float(metrics.records[-1]["val_perplexity"])
+                    eval_end_callback=metrics.eval_end, **common.fit_checkpointing(args))
+        if metrics.records:
+            perplexity = float(metrics.records[-1]["val_perplexity"])
+        else:  # resumed after the last epoch: nothing trained here
+            perplexity = float(dict(mod.score(val, rm.metric.Perplexity(INVALID_LABEL)))[
+                "perplexity"])
         Path(args.checkpoint).parent.mkdir(parents=True, exist_ok=True)
         mod.save_checkpoint(args.checkpoint, args.epochs, save_optimizer_states=True)
         vocab_file = Path(f"{args.checkpoint}-vocab.json")

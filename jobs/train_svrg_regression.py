@@ -186,7 +186,7 @@ def train(method: str, args: argparse.Namespace, x: np.ndarray, y: np.ndarray,
         mod = rm.mod.Module(linear_regression(), label_names=[LABEL],
                             context=common.contexts_from_args(args), workers=args.workers)
     metrics = common.EpochMetrics(args.metrics, args.batch_size, has_validation=False,
-                                  mode="w" if method == "sgd" else "a",
+                                  mode="w" if method == "sgd" and not args.resume else "a",
                                   fields={"method": method, "dataset": args.dataset})
 
     def note_loss(_epoch, _symbol, arg_params, _aux_params):
@@ -200,14 +200,20 @@ def train(method: str, args: argparse.Namespace, x: np.ndarray, y: np.ndarray,
                     optimizer_params={"learning_rate": args.lr},
                     initializer=rm.init.Uniform(0.01),
                     batch_end_callback=[bar, metrics.batch_end],
-                    epoch_end_callback=[bar, note_loss, metrics.epoch_end])
+                    epoch_end_callback=[bar, note_loss, metrics.epoch_end],
+                    **common.fit_checkpointing(args, method))
         prefix = args.checkpoint if method == "svrg" else f"{args.checkpoint}_sgd"
         Path(prefix).parent.mkdir(parents=True, exist_ok=True)
         mod.save_checkpoint(prefix, args.epochs, save_optimizer_states=True)
+        records = metrics.records
+        if not records:  # resumed after the last epoch: nothing trained here
+            w = loss.weights(mod.get_params()[0])
+            records = [{"epoch": args.epochs - 1, "mse": loss.mse(w),
+                        "excess_mse": loss.excess(w)}]
     finally:
         metrics.close()
         mod.close()  # stops the worker actors
-    return mod, metrics.records
+    return mod, records
 
 
 def main(argv: list[str] | None = None) -> float:

@@ -6,7 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from raymod.ndarray_io import load
 
 ROOT = Path(__file__).resolve().parents[1]
 DIGITS = ROOT / "jobs" / "train_digits.py"
@@ -84,3 +87,27 @@ def test_train_digits_bad_input_is_one_line_and_exit_2(args, flag):
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("train_digits.py: error:") and flag in lines[0]
     assert result.stdout == ""
+
+
+def test_train_digits_resumes_from_its_checkpoint_dir(tmp_path):
+    pytest.importorskip("sklearn")
+    common = ("--workers", 0, "--checkpoint", tmp_path / "d", "--metrics", tmp_path / "m.jsonl",
+              "--checkpoint-dir", tmp_path / "fit")
+    first = run_job("--epochs", 2, *common)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "fit").iterdir()) == [
+        "step-0000000023", "step-0000000046"]  # 23 batches of 64 per epoch
+    more = run_job("--epochs", 3, "--resume", *common)
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert "resumed from" in more.stderr and "epoch 2, batch 0, step 46" in more.stderr
+    records = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [0, 1, 2]  # appended: epoch 2 only ran now
+    whole = run_job("--epochs", 3, "--workers", 0, "--checkpoint", tmp_path / "w",
+                    "--metrics", tmp_path / "w.jsonl", "--checkpoint-dir", tmp_path / "wfit")
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    resumed, straight = load(tmp_path / "d-0003.params"), load(tmp_path / "w-0003.params")
+    for name, value in straight.items():  # the same trajectory as one uninterrupted run
+        np.testing.assert_allclose(resumed[name], value, rtol=0, atol=1e-6, err_msg=name)
+    done = run_job("--epochs", 3, "--resume", *common)  # nothing left to train
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "final validation accuracy" in done.stdout
