@@ -31,7 +31,8 @@ from typing import Any, NoReturn
 import raymod as rm
 
 __all__ = ["EpochMetrics", "JobArgumentParser", "add_cluster_args", "add_output_args",
-           "add_plot_arg", "connect", "contexts_from_args", "fail", "fit_checkpointing",
+           "add_plot_arg", "connect", "contexts_from_args", "describe_workers", "fail",
+           "fit_checkpointing",
            "fraction", "kvstore_for",
            "limit_blas_threads", "parse_workers", "plot_path", "positive_float", "positive_int",
            "progress_bar", "save_curves_png", "workers_from_args"]
@@ -122,16 +123,30 @@ def fit_checkpointing(args: argparse.Namespace, run: str | None = None) -> dict:
 
 def workers_from_args(parser: argparse.ArgumentParser,
                       args: argparse.Namespace) -> rm.Workers | None:
-    """``args.workers`` with the per-worker resources applied; ``parser.error`` when invalid."""
+    """``args.workers`` with the per-worker resources applied; ``parser.error`` when invalid
+    (also when ``args.batch_size`` has fewer rows than a batch has slices)."""
     if args.gpus_per_worker < 0:
         parser.error(f"argument --gpus-per-worker: must be >= 0, got {args.gpus_per_worker}")
     if args.workers is None:
         return None
     try:
-        return dataclasses.replace(args.workers, cpus_per_worker=args.cpus_per_worker,
-                                   gpus_per_worker=args.gpus_per_worker)
+        workers = dataclasses.replace(args.workers, cpus_per_worker=args.cpus_per_worker,
+                                      gpus_per_worker=args.gpus_per_worker)
     except (TypeError, ValueError) as err:
         parser.error(str(err))
+    if args.batch_size < workers.slices:
+        parser.error(f"--batch-size {args.batch_size} is smaller than the {workers.slices}"
+                     " slices a batch is cut into (one per worker)")
+    return workers
+
+
+def describe_workers(workers: rm.Workers | None) -> str:
+    """Where a job trains, for its log lines and plot titles."""
+    if workers is None:
+        return "in process"
+    if workers.max_workers > workers.min_workers:
+        return f"on {workers.min_workers}..{workers.max_workers} Ray workers"
+    return f"on {workers.min_workers} Ray workers"
 
 
 def contexts_from_args(args: argparse.Namespace) -> list:

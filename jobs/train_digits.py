@@ -75,9 +75,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     common.add_output_args(parser, "digits")
     args = parser.parse_args(argv)
     args.workers = common.workers_from_args(parser, args)
-    if args.workers is not None and args.batch_size < args.workers.slices:
-        parser.error(f"--batch-size {args.batch_size} is smaller than the {args.workers.slices}"
-                     " slices a batch is cut into (one per worker)")
     return args
 
 
@@ -91,10 +88,7 @@ def main(argv: list[str] | None = None) -> float:
     val = rm.io.NDArrayIter(x_val, y_val, args.batch_size)
     batches = -(-len(x_train) // args.batch_size)
 
-    where = "in process" if args.workers is None else (
-        f"on {args.workers.min_workers}..{args.workers.max_workers} Ray workers"
-        if args.workers.max_workers > args.workers.min_workers
-        else f"on {args.workers.min_workers} Ray workers")
+    where = common.describe_workers(args.workers)
     _LOG.info("digits: %d train / %d validation samples, batch %d, %d epochs, %s",
               len(x_train), len(x_val), args.batch_size, args.epochs, where)
     if args.workers is None:

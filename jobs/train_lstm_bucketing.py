@@ -229,9 +229,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     common.add_plot_arg(parser)
     args = parser.parse_args(argv)
     args.workers = common.workers_from_args(parser, args)
-    if args.workers is not None and args.batch_size < args.workers.slices:
-        parser.error(f"--batch-size {args.batch_size} is smaller than the {args.workers.slices}"
-                     " slices a batch is cut into (one per worker)")
     if not 0.0 < args.val_fraction < 1.0:
         parser.error(f"argument --val-fraction: must be strictly between 0 and 1, "
                      f"got {args.val_fraction}")
@@ -276,10 +273,7 @@ def main(argv: list[str] | None = None) -> float:
     tokens = sum(len(s) for s in train_sents)
     unk = sum(t == vocab[UNK] for s in train_sents for t in s)
 
-    where = "in process" if args.workers is None else (
-        f"on {args.workers.min_workers}..{args.workers.max_workers} Ray workers"
-        if args.workers.max_workers > args.workers.min_workers
-        else f"on {args.workers.min_workers} Ray workers")
+    where = common.describe_workers(args.workers)
     _LOG.info("stdlib docstrings: %d train / %d validation sentences (%d train words, "
               "%.1f%% <unk>), vocabulary %d, buckets %s, corpus built in %.1f s",
               len(train_sents), len(val_sents), tokens, 100.0 * unk / max(tokens, 1),

@@ -162,9 +162,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if getattr(args, key) is None:
             setattr(args, key, value)
     args.workers = common.workers_from_args(parser, args)
-    if args.workers is not None and args.batch_size < args.workers.slices:
-        parser.error(f"--batch-size {args.batch_size} is smaller than the {args.workers.slices}"
-                     " slices a batch is cut into (one per worker)")
     if args.dataset == "noisy" and args.rows < args.batch_size:
         parser.error(f"argument --rows: {args.rows} rows do not fill one batch of "
                      f"{args.batch_size}")
@@ -225,10 +222,7 @@ def main(argv: list[str] | None = None) -> float:
     else:
         x, y = diabetes()
     loss = ExcessMSE(x, y)
-    where = "in process" if args.workers is None else (
-        f"on {args.workers.min_workers}..{args.workers.max_workers} Ray workers"
-        if args.workers.max_workers > args.workers.min_workers
-        else f"on {args.workers.min_workers} Ray workers")
+    where = common.describe_workers(args.workers)
     _LOG.info("%s: %d x %d, least-squares MSE %.6g; batch %d, lr %g, %d epochs, SVRG "
               "update_freq %d, %s", args.dataset, x.shape[0], x.shape[1], loss.best_mse,
               args.batch_size, args.lr, args.epochs, args.update_freq, where)

@@ -44,7 +44,7 @@ class ShardClient:
     def __init__(self, layout: ShardLayout, servers: list, threshold: float | None = None):
         self.layout, self.threshold = layout, threshold
         self.residuals: dict[int, dict] = {}
-        self.pack_buffers = {s: layout.buffers(s) for s in range(layout.num_shards)}
+        self.pack_buffers: dict[int, dict] = {}  # made on first use: shm pushes need none
         self.outboxes: dict[int, list[shm.SharedBlock]] = {}
         self._step, self._pushes = None, 0
         self.set_servers(servers)
@@ -81,7 +81,7 @@ class ShardClient:
         acks = []
         for shard, server in enumerate(self.servers):
             if self.threshold is not None:
-                packed = self.layout.pack(shard, grads, out=self.pack_buffers[shard])
+                packed = self.layout.pack(shard, grads, out=self._pack_buffer(shard))
                 res = self.residuals.setdefault(shard, {})
                 payload = {dt: quantize_2bit(buf, res.setdefault(dt, np.zeros_like(buf)),
                                              self.threshold) for dt, buf in packed.items()}
@@ -89,7 +89,7 @@ class ShardClient:
                 self.layout.pack(shard, grads, out=block.arrays)
                 payload = block.handle
             else:  # Ray copies the buffer into the object store at .remote(): reusable
-                payload = self.layout.pack(shard, grads, out=self.pack_buffers[shard])
+                payload = self.layout.pack(shard, grads, out=self._pack_buffer(shard))
             acks.append(server.push.remote(step, slice_id, payload, num_slices))
         try:
             answers = ray.get(acks)
@@ -97,6 +97,12 @@ class ShardClient:
             raise ServerLost(f"lost a kvstore server while pushing: {type(err).__name__}") \
                 from None
         return {shard: ack[0] for shard, ack in enumerate(answers) if isinstance(ack, list)}
+
+    def _pack_buffer(self, shard: int) -> dict:
+        """The private buffers a by-value or compressed push of ``shard`` is packed into."""
+        if shard not in self.pack_buffers:
+            self.pack_buffers[shard] = self.layout.buffers(shard)
+        return self.pack_buffers[shard]
 
     def _outbox(self, shard: int, slot: int) -> shm.SharedBlock | None:
         """The shard's outbox for the ``slot``-th push of a step (None: no shared memory
