@@ -1,14 +1,21 @@
 """One KVStore round on Ray against the same sums in one numpy process, side by side.
 
-A round: every worker packs its 25 MB float32 gradient and pushes it to every KVServer shard
-tagged ``(step, slice)``; the shard that receives the step's last slice sums the slices in id
-order and publishes the result (``KVServer.push`` returns it); every worker then reads the
-published values and unpacks them into its own arrays. The workers do this through
-:class:`raymod.kvstore.client.ShardClient`, the code a module's workers run. Two byte paths
-are timed: "shared memory" (server and workers on one machine: packed into ``/dev/shm``
-blocks, read in place) and "object store" (every byte through Ray, as between machines). As in the real
-step protocol, a worker's read of round k's result happens at the start of its call for round
-k+1, so the steady-state time per call is one full round. Servers come from
+A round: every worker pushes its 25 MB float32 gradient to every KVServer shard tagged
+``(step, slice)``; the shard that receives the step's last slice sums the slices in id
+order and publishes the result (``KVServer.push`` returns it); every worker then takes the
+published values as its parameters. The workers do this through
+:class:`raymod.kvstore.client.ShardClient`, the code a module's workers run. Three byte
+paths are timed:
+
+- "shm" (server and workers on one machine), as a CPU worker runs it: the gradient sits in
+  the push block it was computed into (``gradient_views``), the push is a doorbell message,
+  and the worker's parameters are read-only views of the server's block (``value_views``);
+- "shm-copy": the same road, but the worker packs its gradient into the block and copies
+  the new values into private arrays (what a GPU worker, or a step driven call by call, does);
+- "object-store": every byte through Ray, as between machines.
+
+As in the real step protocol, a worker's read of round k's result happens at the start of its
+call for round k+1, so the steady-state time per call is one full round. Servers come from
 ``DistKVStore('dist_sync', num_servers=S)`` with no optimizer: the published value is the sum.
 
 The baseline, timed in alternating blocks in the same run, is one numpy process summing the
@@ -17,7 +24,7 @@ same N arrays (``total = g0.copy(); total += g1; ...``), the figure DESIGN.md qu
 is what an in-process multi-device store also does. Target: round <= 2x the sum-only baseline.
 
     OMP_NUM_THREADS=2 python bench/bench_kvstore.py [--workers 2,4] [--servers 1,2]
-        [--paths shm,object-store] [--mb 25] [--rounds 20] [--repeats 3] [--quick]
+        [--paths shm,shm-copy,object-store] [--mb 25] [--rounds 20] [--repeats 3] [--quick]
 
 The final sums are checked against numpy (the round really sums what the workers pushed).
 """
@@ -45,9 +52,10 @@ class PushWorker:
     """A Ray actor that pushes a fixed gradient and reads the published sums through the
     same :class:`ShardClient` a module's workers use."""
 
-    def __init__(self, rank: int, layout, servers: list, sizes: list[int], seed: int):
+    def __init__(self, rank: int, layout, servers: list, sizes: list[int], seed: int,
+                 in_place: bool):
         rng = np.random.default_rng(seed)
-        self.rank, self.layout = rank, layout
+        self.rank, self.layout, self.in_place = rank, layout, in_place
         self.client = ShardClient(layout, servers)
         self.grads = {f"g{k}": rng.standard_normal(n).astype(np.float32)
                       for k, n in enumerate(sizes)}
@@ -61,11 +69,20 @@ class PushWorker:
         """Read the previous round's result (as ``Worker.refresh``), then pack and push."""
         laps, t = {}, time.perf_counter()
         if weights is not None and weights[0] != self.version:
-            self.client.read(weights[1], lambda shard, values:
-                             self.layout.unpack(shard, values, self.params))
+            views = self.client.value_views(weights[1]) if self.in_place else {}
+            self.params.update(views)  # a worker rebinds its executors to these
+            copied = {k: v for k, v in self.params.items() if k not in views}
+            if copied:
+                self.client.read(weights[1], lambda shard, values:
+                                 self.layout.unpack(shard, values, copied))
             self.version = weights[0]
         now = time.perf_counter()
         laps["read"], t = now - t, now
+        if self.in_place:  # a worker's backward writes its gradient into these
+            for key, view in self.client.gradient_views(self.client.next_slot(step)).items():
+                if view is not self.grads[key]:
+                    view[...] = self.grads[key]
+                    self.grads[key] = view
         published = self.client.push(step, self.rank, self.grads, num_slices)
         laps["push"] = time.perf_counter() - t
         return {"published": published, "seconds": laps}
@@ -132,14 +149,18 @@ def ray_rounds(actors, kv, num_slices: int, start: int, rounds: int,
     return secs, laps, weights
 
 
+PATHS = {"shm": "shared memory", "shm-copy": "shm, copies", "object-store": "object store"}
+
+
 def bench_config(n_workers: int, n_servers: int, sizes: list[int], rounds: int, repeats: int,
-                 shared_memory: bool):
+                 path: str):
     import ray
-    kv = DistKVStore("dist_sync", num_servers=n_servers, shared_memory=shared_memory)
+    kv = DistKVStore("dist_sync", num_servers=n_servers, shared_memory=path != "object-store")
     keys = [f"g{k}" for k in range(len(sizes))]
     kv.init(keys, [np.zeros(n, np.float32) for n in sizes])
     actor_cls = ray.remote(num_cpus=1)(PushWorker)
-    actors = [actor_cls.remote(r, kv.layout, kv.servers, sizes, seed=r) for r in range(n_workers)]
+    actors = [actor_cls.remote(r, kv.layout, kv.servers, sizes, seed=r, in_place=path == "shm")
+              for r in range(n_workers)]
     grads = ray.get([a.gradient.remote() for a in actors])
     per_worker = [np.concatenate([g[k] for k in keys]) for g in grads]
     outs = [np.empty_like(per_worker[0]) for _ in range(n_workers)]
@@ -170,7 +191,7 @@ def bench_config(n_workers: int, n_servers: int, sizes: list[int], rounds: int, 
     ratios = [r / b for r, b in zip(ray_secs, base_secs)]
     phases = {k: 1e3 * statistics.median(l[k] for l in all_laps) for k in all_laps[0]}
     return {"workers": n_workers, "servers": n_servers,
-            "path": "shared memory" if shared_memory else "object store",
+            "path": PATHS[path],
             "mbytes_per_worker": round(4 * sum(sizes) / 2**20, 2), "keys": len(sizes),
             "round_ms": 1e3 * statistics.median(ray_secs),
             "numpy_sum_ms": 1e3 * statistics.median(base_secs),
@@ -191,8 +212,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=20, help="rounds per timed block")
     ap.add_argument("--repeats", type=int, default=3, help="alternating Ray/numpy blocks")
     ap.add_argument("--num-cpus", type=int, default=4, help="CPUs of the local Ray cluster")
-    ap.add_argument("--paths", default="shm,object-store",
-                    help="byte paths to time: shm (same-machine shared memory), object-store")
+    ap.add_argument("--paths", default="shm,shm-copy,object-store",
+                    help="byte paths to time: " + ", ".join(f"{k} ({v})" for k, v in PATHS.items()))
     ap.add_argument("--quick", action="store_true", help="smoke run: 3 rounds, 1 block")
     args = ap.parse_args()
     if args.quick:
@@ -207,7 +228,7 @@ def main() -> None:
         for w in [int(x) for x in args.workers.split(",")]:
             for s in [int(x) for x in args.servers.split(",")]:
                 rows.append(emit(kind="summary", **bench_config(
-                    w, s, sizes, args.rounds, args.repeats, shared_memory=path == "shm")))
+                    w, s, sizes, args.rounds, args.repeats, path)))
     print(f"\nKVStore round on Ray vs one numpy process ({args.mb:g} MB float32 per worker, "
           f"{args.keys} key(s), {args.rounds} rounds x {args.repeats} blocks; Ray num_cpus="
           f"{args.num_cpus}, {os.cpu_count()} cores; load average {load_start[0]:.2f} at start, "

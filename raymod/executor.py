@@ -497,6 +497,37 @@ class Executor:
                                      f"expected {tuple(target.shape)}")
                 target[...] = self._xp.asarray(value)
 
+    def rebind(self, replace: dict[int, Any]) -> None:
+        """Use other memory for some bound arrays: ``replace`` maps ``id(old array)`` to
+        the array (same shape and dtype) that takes its place from the next forward on.
+
+        A worker binds parameters to the KVStore server's published block and gradients to
+        its own push block this way, so a step copies neither. Call it between steps: a
+        forward already run keeps what it read.
+        """
+        def swap(a):
+            return replace.get(id(a), a) if a is not None else None
+
+        for old, new in ((a, swap(a)) for a in self.arg_arrays + self.grad_arrays +
+                         self.aux_arrays if a is not None):
+            if new is not old and (tuple(new.shape) != tuple(old.shape)
+                                   or new.dtype != old.dtype):
+                raise MXNetError(f"rebind: an array of shape {tuple(old.shape)} {old.dtype} "
+                                 f"cannot become {tuple(new.shape)} {new.dtype}")
+        self.arg_arrays = [swap(a) for a in self.arg_arrays]
+        self.grad_arrays = [swap(a) for a in self.grad_arrays]
+        self.aux_arrays = [swap(a) for a in self.aux_arrays]
+        self.arg_dict = {n: swap(a) for n, a in self.arg_dict.items()}
+        self.grad_dict = {n: swap(a) for n, a in self.grad_dict.items()}
+        self.aux_dict = {n: swap(a) for n, a in self.aux_dict.items()}
+        for slot, array in zip(self.plan.arg_slots, self.arg_arrays):
+            self._values[slot] = array
+        self._grad_targets = [(n, s, swap(g), w) for n, s, g, w in self._grad_targets]
+        self._backward_steps = [
+            step[:-1] + ({"grad_out": [swap(g) for g in step[-1]["grad_out"]]}
+                         if step[-1] else {},)
+            for step in self._backward_steps]
+
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
                 **kwargs) -> "Executor":
         """A new executor for new input shapes, sharing arrays whose shape is unchanged."""

@@ -266,6 +266,8 @@ class RayExecutorGroup:
         if st.kv is None:
             raise MXNetError("train_step needs init_optimizer first (no kvstore attached)")
         self.pool.poll()
+        if len(self.pool) < self.pool.spec.min_workers:  # the last step ended short-handed
+            self.pool.wait_for(self.pool.spec.min_workers, self.pool.spec.start_timeout)
         tasks = self._tasks(batch, self.slices(self.pool.spec.slices), labels=True)
         if st.kv.mode == "sync" and (st.snapshot is None or st.snapshot_writes != st.kv.writes):
             self._take_snapshot()
@@ -388,7 +390,15 @@ class RayExecutorGroup:
                 raise server_lost
             if pending and len(self.pool) < self.pool.spec.min_workers:
                 t_wait = time.perf_counter()
-                self.pool.wait_for(self.pool.spec.min_workers, self.pool.spec.start_timeout)
+                try:
+                    self.pool.wait_for(self.pool.spec.min_workers, self.pool.spec.start_timeout)
+                except WorkersUnavailable:
+                    # No replacements: the survivors finish this step anyway. A worker can
+                    # push its slice and die before answering, so the servers may already
+                    # hold the step; finishing it keeps every shard at one step boundary,
+                    # where the next step stops the run (see train_step).
+                    if not len(self.pool):
+                        raise
                 losses.wait_s += time.perf_counter() - t_wait
             if pending and not len(self.pool):
                 raise MXNetError("every worker died during the step")

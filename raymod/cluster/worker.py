@@ -6,6 +6,12 @@ set of parameter arrays: the first group bound (the "root", e.g. the default buc
 them. One call runs a whole training step for the slices it is given: read the slice's rows,
 forward, backward, push the packed gradient to every KVServer shard tagged
 ``(step, slice)``, update a metric, and return only small results.
+
+On the machine of its KVServers a CPU worker copies no parameter or gradient bytes: its
+executors compute with the parameters in place in the servers' published blocks (read-only
+views) and write gradients straight into the block its push hands over (see
+:mod:`raymod.kvstore.client`). Anything that writes parameters here (``set_params``, SVRG's
+snapshot swap) first gives the executors private copies again.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ from ..context import array_module, as_numpy, context_of, cpu, gpu
 from ..io import DataBatch, DataDesc
 from ..io.base import take_rows
 from ..kvstore.client import ShardClient
+from ..kvstore.layout import same_memory
 from ..kvstore.server import ServerLost
 from ..optimizer import Updater
 from ..parallel import DataParallelExecutorGroup
@@ -105,6 +112,7 @@ class Worker:
 
     def set_params(self, arg_params: dict, aux_params: dict) -> None:
         """Copy parameter values into the shared parameter arrays."""
+        self._own_params()
         self.root.set_params(arg_params, aux_params, allow_extra=True)
 
     def set_params_ref(self, ref: list) -> None:
@@ -177,10 +185,11 @@ class Worker:
         snapshot taken by :meth:`take_snapshot` (the servers add the full gradient).
         """
         clock = _Clock()
-        self.refresh(weights)
+        self.refresh(weights, in_place=not svrg)
         clock.lap("refresh")
         states, published = {}, {}
         for task in tasks:
+            self._bind_grads(step)
             group, batch = self._forward(task, True)
             group.backward()
             clock.lap("compute")
@@ -198,8 +207,9 @@ class Worker:
         return {"rank": self.rank, "metrics": states, "published": published,
                 "seconds": clock.laps}
 
-    def refresh(self, weights: tuple | None) -> None:
-        """Bring parameters to the published ``(version, [ref per shard])`` values."""
+    def refresh(self, weights: tuple | None, in_place: bool = True) -> None:
+        """Bring parameters to the published ``(version, [ref per shard])`` values; with
+        ``in_place``, bind them to the servers' blocks where this machine has them."""
         if weights is None or weights[0] == self.version:
             return
         import ray
@@ -208,9 +218,20 @@ class Worker:
             published = [r[0] for r in ray.get([s.published.remote()
                                                 for s in self.client.servers])]
         root, n = self.root, len(self.contexts)
+        views = {}
+        if in_place and self.local_updater is None and self._host_only:
+            try:
+                views = self.client.value_views(published)
+            except ServerLost as err:
+                raise ServerLost(f"worker {self.rank}: {err}") from None
+        if self._host_only:
+            self._bind_params(views)
         if self.local_updater is None:  # the new weights go straight into every device's copy
-            targets = [{name: a[k] for name, a in zip(root.param_names, root.param_arrays)}
-                       for k in range(n)]
+            targets = [{name: a[k] for name, a in zip(root.param_names, root.param_arrays)
+                        if name not in views} for k in range(n)]
+            if not targets[0]:  # every parameter is read in place
+                self.version = weights[0]
+                return
         else:  # the payload is the summed gradient: update each device's copy here
             targets = [{name: g[k] for name, g in zip(root.param_names, root.grad_arrays)
                         if g[k] is not None} for k in range(n)]
@@ -259,6 +280,71 @@ class Worker:
             return DataBatch([take_rows(a, rows) for a in data],
                              [take_rows(a, rows) for a in label])
         return DataBatch(task["data"], task.get("label") or [])
+
+    # ---- zero copy on the servers' machine ---------------------------------------------------
+    @property
+    def _host_only(self) -> bool:
+        """One CPU device: its executors can compute in shared-memory blocks."""
+        return len(self.contexts) == 1 and self.contexts[0].device_type == "cpu"
+
+    def _rebind(self, replace: dict) -> None:
+        """Point every group's executors at other arrays (``id(old) -> new``)."""
+        if replace:
+            for group in self.groups.values():
+                group.rebind(replace)
+
+    def _bind_params(self, views: dict) -> None:
+        """Parameters in ``views`` (key -> flat read-only array) are computed with in place;
+        any other parameter that is still such a view gets a private copy."""
+        replace, keep = {}, []
+        for name, (array,) in zip(self.root.param_names, self.root.param_arrays):
+            view = views.get(name)
+            if view is not None:
+                view = view.reshape(array.shape)
+                if not same_memory(array, view):
+                    replace[id(array)] = view
+            elif not array.flags.writeable:
+                replace[id(array)] = array.copy()
+            keep.append(array)  # alive until rebound, so no id is reused meanwhile
+        self._rebind(replace)
+
+    def _own_params(self) -> None:
+        """Private, writable parameter arrays again (before anything writes them here)."""
+        if self.root is not None and self._host_only:
+            self._bind_params({})
+
+    def _bind_grads(self, step: int | None) -> None:
+        """Compute the next slice's gradients into the outbox its push of ``step`` will take
+        (None: into private arrays)."""
+        if self.root is None or not self._host_only or not self.root.grad_arrays:
+            return
+        views = {} if step is None or self.client is None else \
+            self.client.gradient_views(self.client.next_slot(step))
+        reqs = self.root.execs[0].grad_req
+        replace, keep = {}, []
+        for name, (grad,) in zip(self.root.param_names, self.root.grad_arrays):
+            if grad is None:
+                continue
+            view = views.get(name) if reqs.get(name) == "write" else None
+            if view is not None:
+                view = view.reshape(grad.shape)
+                if not same_memory(grad, view):
+                    replace[id(grad)] = view
+            elif not grad.flags.owndata:  # still in an outbox: private memory again
+                replace[id(grad)] = np.zeros_like(grad)
+            keep.append(grad)
+        self._rebind(replace)
+
+    def memory_report(self) -> dict:
+        """How many parameters are read in place from a KVServer's block, and how many
+        gradients are written straight into a push block, out of how many."""
+        if self.root is None:
+            return {"params": 0, "params_in_place": 0, "grads_in_place": 0}
+        params = [a[0] for a in self.root.param_arrays]
+        return {"params": len(params),
+                "params_in_place": sum(not a.flags.writeable for a in params),
+                "grads_in_place": sum(1 for g in self.root.grad_arrays
+                                      if g[0] is not None and not g[0].flags.owndata)}
 
     @staticmethod
     def _grads(group: DataParallelExecutorGroup) -> dict:
@@ -311,6 +397,7 @@ class Worker:
     def _swap_params(self, values: list) -> list:
         """Put ``values`` (per parameter, per device) into the parameter arrays; returns the
         previous values."""
+        self._own_params()
         previous = []
         for arrays, new in zip(self.root.param_arrays, values):
             previous.append([a.copy() for a in arrays])
@@ -346,6 +433,7 @@ class Worker:
     def forward(self, tasks: list[dict], weights: tuple | None, is_train: bool) -> None:
         """Forward each slice, keeping outputs for the calls that follow."""
         self.refresh(weights)
+        self._bind_grads(None)  # the step is driven call by call: keep gradients private
         self.last = []
         for task in tasks:
             group, batch = self._forward(task, is_train)

@@ -3,12 +3,18 @@
 It packs one slice's gradients per shard and pushes them tagged ``(step, slice)``, and reads
 the values a step published. The bytes take the cheapest road to each server: through a
 shared-memory block when the server runs on this machine (see :mod:`.shm`), through Ray's
-object store otherwise, or 2-bit quantized when compression is on.
+object store otherwise, or 2-bit quantized when compression is on. A push to a server on
+this machine is a short message on the server's doorbell socket (see :mod:`.doorbell`).
 
 A block a push names must stay untouched until its step completes on the server (which
 sums the slices in slice order only then). The client therefore keeps a small set of outbox
-blocks per shard and gives each push of a step its own; the driver starts step ``k + 1``
-only after step ``k`` completed, so a step reuses the blocks of the one before.
+blocks per shard and gives each push of a step its own slot; the driver starts step
+``k + 1`` only after step ``k`` completed, so a step reuses the blocks of the one before.
+
+Zero copy on one machine: a worker may compute a slice's gradients straight into the
+outbox of the slot its push will take (:meth:`ShardClient.gradient_views`), so the push
+packs nothing, and may read parameters in place from the server's published block
+(:meth:`ShardClient.value_views`), so a new step's weights are not copied either.
 """
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ import numpy as np
 from ..base import MXNetError
 from . import shm
 from .compression import quantize_2bit
+from .doorbell import Doorbell
 from .layout import ShardLayout
 from .server import Published, ServerLost
 
@@ -46,6 +53,7 @@ class ShardClient:
         self.residuals: dict[int, dict] = {}
         self.pack_buffers: dict[int, dict] = {}  # made on first use: shm pushes need none
         self.outboxes: dict[int, list[shm.SharedBlock]] = {}
+        self.doorbells: list[Doorbell | None] = []
         self._step, self._pushes = None, 0
         self.set_servers(servers)
 
@@ -66,6 +74,19 @@ class ShardClient:
                     self.local[shard] = True
                 except FileNotFoundError:  # another machine's memory: go by value
                     pass
+        self._close_doorbells()
+        self.doorbells = [None] * len(self.servers)
+        if self.threshold is None and any(self.local):
+            local = [s for s in range(len(self.servers)) if self.local[s]]
+            try:
+                paths = ray.get([self.servers[s].doorbell.remote() for s in local])
+                for shard, path in zip(local, paths):
+                    if path is not None:
+                        self.doorbells[shard] = Doorbell(path)
+            except ray.exceptions.RayActorError as err:
+                raise ServerLost(f"a kvstore server died: {type(err).__name__}") from None
+            except OSError as err:  # no socket after all: Ray carries the pushes
+                _LOG.warning("kvstore doorbell unavailable (%s): pushing through Ray", err)
 
     def push(self, step: int, slice_id: int, grads: dict,
              num_slices: int | None = None) -> dict[int, Any]:
@@ -75,10 +96,9 @@ class ShardClient:
         see :meth:`read`).
         """
         import ray
-        if step != self._step:
-            self._step, self._pushes = step, 0
-        slot, self._pushes = self._pushes, self._pushes + 1
-        acks = []
+        slot = self.next_slot(step)
+        self._pushes += 1
+        acks, rung = {}, []
         for shard, server in enumerate(self.servers):
             if self.threshold is not None:
                 packed = self.layout.pack(shard, grads, out=self._pack_buffer(shard))
@@ -86,17 +106,85 @@ class ShardClient:
                 payload = {dt: quantize_2bit(buf, res.setdefault(dt, np.zeros_like(buf)),
                                              self.threshold) for dt, buf in packed.items()}
             elif self.local[shard] and (block := self._outbox(shard, slot)) is not None:
-                self.layout.pack(shard, grads, out=block.arrays)
+                self.layout.pack(shard, grads, out=block.arrays)  # in-place pieces stay
                 payload = block.handle
+                if self.doorbells[shard] is not None:
+                    self._ring(shard, {"step": step, "slice": slice_id,
+                                       "num_slices": num_slices, "block": payload.name,
+                                       "sizes": [list(x) for x in payload.sizes]})
+                    rung.append(shard)
+                    continue
             else:  # Ray copies the buffer into the object store at .remote(): reusable
                 payload = self.layout.pack(shard, grads, out=self._pack_buffer(shard))
-            acks.append(server.push.remote(step, slice_id, payload, num_slices))
+            acks[shard] = server.push.remote(step, slice_id, payload, num_slices)
         try:
-            answers = ray.get(acks)
+            answers = dict(zip(acks, ray.get(list(acks.values()))))
         except ray.exceptions.RayActorError as err:
             raise ServerLost(f"lost a kvstore server while pushing: {type(err).__name__}") \
                 from None
-        return {shard: ack[0] for shard, ack in enumerate(answers) if isinstance(ack, list)}
+        for shard in rung:
+            answers[shard] = self._answer(shard)
+        return {shard: ack[0] for shard, ack in answers.items() if isinstance(ack, list)}
+
+    def next_slot(self, step: int) -> int:
+        """The outbox slot the next push of ``step`` takes (0 for a step's first push)."""
+        if step != self._step:
+            self._step, self._pushes = step, 0
+        return self._pushes
+
+    def _ring(self, shard: int, message: dict) -> None:
+        try:
+            self.doorbells[shard].send(message)
+        except ConnectionError as err:
+            raise ServerLost(f"lost kvstore server {shard} while pushing: {err}") from None
+
+    def _answer(self, shard: int) -> bool | list:
+        """A doorbell push's answer in :meth:`KVServer.push`'s form."""
+        try:
+            reply = self.doorbells[shard].receive()
+        except ConnectionError as err:
+            raise ServerLost(f"lost kvstore server {shard} while pushing: {err}") from None
+        if "published" not in reply:
+            return reply["taken"]
+        done = reply["published"]
+        handle = shm.BlockHandle(done["block"], tuple((dt, int(n)) for dt, n in done["sizes"]))
+        return [Published(handle, int(done["version"]))]
+
+    def gradient_views(self, slot: int) -> dict:
+        """``{key: flat array}`` inside the outbox of push slot ``slot``, for every key a
+        server on this machine holds whole: a gradient computed into them is pushed with no
+        copy. Empty when pushes are compressed or no server is local."""
+        if self.threshold is not None:
+            return {}
+        views = {}
+        for shard, local in enumerate(self.local):
+            if not local or (block := self._outbox(shard, slot)) is None:
+                continue
+            for p in self.layout.whole_pieces(shard):
+                views[p.key] = block.arrays[p.dtype][p.offset:p.offset + p.size]
+        return views
+
+    def value_views(self, published: list) -> dict:
+        """``{key: read-only flat array}`` inside the published blocks of this machine's
+        servers, for every key such a block holds whole: the worker computes with them in
+        place. A sync server changes its block only after every slice of the next step has
+        been pushed, so the views stay valid for the whole of that step."""
+        views = {}
+        for shard, item in enumerate(published):
+            if not isinstance(item, Published):
+                continue
+            try:
+                block = shm.SharedBlock.attach(item.handle)
+            except FileNotFoundError:
+                continue
+            if block.version != item.version:
+                raise ServerLost(f"shard {shard} holds version {block.version}, not the "
+                                 f"published {item.version}: its server was replaced")
+            for p in self.layout.whole_pieces(shard):
+                view = block.arrays[p.dtype][p.offset:p.offset + p.size].view()
+                view.flags.writeable = False  # the server's values: never written here
+                views[p.key] = view
+        return views
 
     def _pack_buffer(self, shard: int) -> dict:
         """The private buffers a by-value or compressed push of ``shard`` is packed into."""
@@ -158,8 +246,15 @@ class ShardClient:
                 raise MXNetError(f"shard {shard} changed while it was read (version "
                                  f"{item.version} -> {block.version}): a step-protocol bug")
 
+    def _close_doorbells(self) -> None:
+        for bell in self.doorbells:
+            if bell is not None:
+                bell.close()
+
     def close(self) -> None:
-        """Remove this client's outbox blocks."""
+        """Remove this client's outbox blocks and hang up the doorbells."""
+        self._close_doorbells()
+        self.doorbells = [None] * len(self.servers)
         for boxes in self.outboxes.values():
             for box in boxes:
                 box.unlink()

@@ -318,8 +318,15 @@ class DistKVStore(KVStoreBase):
     # ---- recovery ---------------------------------------------------------------------------
     def snapshot(self) -> list:
         """Refs to every shard's state (values, optimizer states, progress), owned by the
-        caller so that they outlive the servers."""
-        return [s.snapshot.remote() for s in self.servers]
+        caller so that they outlive the servers.
+
+        Returns once every shard has taken its snapshot: pushes from this machine's workers
+        reach a server through its doorbell, not behind this call in the actor's queue, so
+        the next step must not start before the snapshot is taken.
+        """
+        refs = [s.snapshot.remote() for s in self.servers]
+        self._ray.wait(refs, num_returns=len(refs), fetch_local=False)
+        return refs
 
     def dead_shards(self) -> list[int]:
         """Shards whose server actor no longer answers."""

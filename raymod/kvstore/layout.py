@@ -16,7 +16,7 @@ import numpy as np
 
 from ..context import as_numpy
 
-__all__ = ["BIG_ARRAY_BOUND", "Piece", "ShardLayout"]
+__all__ = ["BIG_ARRAY_BOUND", "Piece", "ShardLayout", "same_memory"]
 
 #: keys with more elements than this are split over all shards
 BIG_ARRAY_BOUND = int(os.environ.get("MXNET_KVSTORE_BIGARRAY_BOUND", 1_000_000))
@@ -98,14 +98,26 @@ class ShardLayout:
 
     def pack(self, shard: int, arrays: Mapping[Any, Any],
              out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-        """Copy the shard's pieces of ``arrays`` (key -> array) into its flat buffers."""
+        """Copy the shard's pieces of ``arrays`` (key -> array) into its flat buffers.
+
+        A piece whose array already lies at its place in ``out`` (a gradient computed
+        straight into a push block) is not copied.
+        """
         out = self.buffers(shard) if out is None else out
         for p in self.shards[shard]:
             if p.key not in arrays:  # keys this payload does not carry stay as they are
                 continue
-            flat = arrays[p.key].reshape(-1)
-            out[p.dtype][p.offset:p.offset + p.size] = as_numpy(flat[p.start:p.stop])
+            target = out[p.dtype][p.offset:p.offset + p.size]
+            source = arrays[p.key].reshape(-1)[p.start:p.stop]
+            if isinstance(source, np.ndarray) and same_memory(source, target):
+                continue
+            target[...] = as_numpy(source)
         return out
+
+    def whole_pieces(self, shard: int) -> list[Piece]:
+        """The shard's pieces that hold a whole key (those a worker can bind in place)."""
+        return [p for p in self.shards[shard]
+                if p.start == 0 and p.stop == int(np.prod(self.keys[p.key][0], dtype=np.int64))]
 
     def unpack(self, shard: int, payload: Mapping[str, np.ndarray],
                arrays: Mapping[Any, Any]) -> None:
@@ -124,3 +136,9 @@ class ShardLayout:
     def views(self, shard: int, buffers: Mapping[str, np.ndarray]) -> list[tuple[Piece, Any]]:
         """``(piece, view of its range)`` for every piece of a shard's buffers."""
         return [(p, buffers[p.dtype][p.offset:p.offset + p.size]) for p in self.shards[shard]]
+
+
+def same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays are the same elements of the same memory."""
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+            and a.size == b.size and a.dtype == b.dtype and a.strides == b.strides)

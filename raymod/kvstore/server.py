@@ -19,7 +19,11 @@ machine read them in place; a push may name a worker's block instead of carrying
 """
 from __future__ import annotations
 
+import functools
 import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -29,6 +33,7 @@ from ..base import MXNetError
 from ..optimizer import Optimizer, Updater
 from . import shm
 from .compression import dequantize_2bit
+from .doorbell import DoorbellServer
 from .layout import Piece
 
 __all__ = ["KVServer", "Published", "ServerLost"]
@@ -38,6 +43,16 @@ _LOG = logging.getLogger(__name__)
 
 class ServerLost(MXNetError):
     """A KVServer shard died: its values must be restored before training goes on."""
+
+
+def _locked(method: Callable) -> Callable:
+    """Run ``method`` holding the server's lock: Ray calls and doorbell pushes arrive on
+    different threads."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return run
 
 
 @dataclass(frozen=True)
@@ -82,12 +97,15 @@ class KVServer:
         self.version = 0
         self.steps_done = -1
         self._published: tuple[int, Any] = (-1, None)
+        self._lock = threading.RLock()
+        self._doorbell: DoorbellServer | None = None
 
     def ping(self) -> int:
         """This server's shard (a liveness check)."""
         return self.shard
 
     # ---- keys -----------------------------------------------------------------------------
+    @_locked
     def add(self, pieces: list[Piece], payload: dict[str, np.ndarray]) -> int:
         """Append new pieces (their values are at their offsets of ``payload``)."""
         sizes = {dt: b.size for dt, b in self.buffers.items()}
@@ -115,6 +133,7 @@ class KVServer:
         self.version += 1
         return self.version
 
+    @_locked
     def write(self, values: dict) -> int:
         """Overwrite pieces: ``{key: values of this shard's piece}`` (init of a known key,
         broadcast)."""
@@ -125,25 +144,30 @@ class KVServer:
         return self.version
 
     # ---- how pushes are applied ---------------------------------------------------------------
+    @_locked
     def set_optimizer(self, optimizer: Optimizer | None) -> None:
         """Run ``optimizer`` on every aggregated push (None: pushes replace values)."""
         self.updater = None if optimizer is None else Updater(optimizer)
         self.custom = None
 
+    @_locked
     def set_updater(self, updater: Callable) -> None:
         """Call ``updater(key, received, stored)`` per piece instead of an optimizer."""
         self.updater, self.custom = None, updater
 
+    @_locked
     def set_corrections(self, pairs: dict) -> None:
         """Add key ``pairs[k]``'s value to key ``k``'s aggregated gradient before each
         update (SVRG's full gradient); correction keys change only by direct pushes."""
         self.corrections = dict(pairs)
 
+    @_locked
     def set_compression(self, threshold: float | None) -> None:
         """Pushes arrive 2-bit quantized with this threshold (None: uncompressed)."""
         self.threshold = threshold
 
     # ---- pushes -----------------------------------------------------------------------------
+    @_locked
     def push(self, step: int, slice_id: int, payload: dict,
              num_slices: int | None = None) -> bool | list:
         """Take one slice's contribution; False if that ``(step, slice)`` was already taken.
@@ -170,11 +194,13 @@ class KVServer:
             return self.finish(step, list(range(num_slices)))
         return True
 
+    @_locked
     def missing(self, step: int, slice_ids: list[int]) -> list[int]:
         """Which of ``slice_ids`` have not arrived for ``step``."""
         slot = self.pending.get(step, {})
         return [s for s in slice_ids if s not in slot]
 
+    @_locked
     def finish(self, step: int, slice_ids: list[int]) -> list:
         """Complete a sync step: sum the slices in id order, update, publish.
 
@@ -200,6 +226,7 @@ class KVServer:
             del self.pending[old]
         return self.published()
 
+    @_locked
     def apply_now(self, values: dict) -> int:
         """Apply the driver's own push at once: ``{key: values of this shard's piece}``."""
         self._apply([(p, w, values[p.key]) for p, w in self.views if p.key in values])
@@ -249,6 +276,30 @@ class KVServer:
         can map it shares this machine's memory with the server."""
         return None if self.block is None else self.block.handle
 
+    @_locked
+    def doorbell(self) -> str | None:
+        """The socket path local workers push through (see :mod:`.doorbell`); None when
+        the values are not in shared memory. Starts listening on first call."""
+        if self.block is None or self.mode != "sync":
+            return None
+        if self._doorbell is None:
+            self._doorbell = DoorbellServer(self._ring)
+        return self._doorbell.path
+
+    def _ring(self, message: dict) -> dict:
+        """A push that arrived through the doorbell: ``{step, slice, num_slices, block,
+        sizes}``; the reply says whether it was taken or, when it finished the step, where
+        the new values are."""
+        handle = shm.BlockHandle(message["block"],
+                                 tuple((dt, int(n)) for dt, n in message["sizes"]))
+        ack = self.push(int(message["step"]), int(message["slice"]), handle,
+                        message.get("num_slices"))
+        if not isinstance(ack, list):
+            return {"taken": bool(ack)}
+        published = ack[0]
+        return {"published": {"block": published.handle.name, "version": published.version,
+                              "sizes": [list(x) for x in published.handle.sizes]}}
+
     def published(self) -> list:
         """``[Published]`` for the current values: in sync mode with a shared-memory block,
         the block stamped with the version; else a ref to a copy, put once per version."""
@@ -263,27 +314,33 @@ class KVServer:
             self._published = (self.version, ref)
         return [ref]
 
+    @_locked
     def pull(self) -> dict[str, np.ndarray]:
         """The current values (copied to the caller)."""
         return self.buffers
 
     def close(self) -> None:
-        """Remove the shared-memory block (before the actor is killed)."""
+        """Remove the shared-memory block and the doorbell (before the actor is killed)."""
+        if self._doorbell is not None:
+            self._doorbell.close()
         if self.block is not None:
             self.block.unlink()
 
+    @_locked
     def read(self, keys: list) -> dict:
         """``{key: values of this shard's piece}`` for the pieces of ``keys`` held here."""
         wanted = set(keys)
         return {p.key: w for p, w in self.views if p.key in wanted}
 
     # ---- optimizer states -------------------------------------------------------------------
+    @_locked
     def get_optimizer_states(self) -> bytes:
         """The updater's states of this shard's pieces (``Updater.get_states`` bytes)."""
         if self.updater is None:
             raise RuntimeError("no optimizer on this kvstore server")
         return self.updater.get_states()
 
+    @_locked
     def set_optimizer_states(self, states: bytes) -> None:
         """Load states produced by :meth:`get_optimizer_states`."""
         if self.updater is None:
@@ -291,12 +348,14 @@ class KVServer:
         self.updater.set_states(states)
 
     # ---- recovery ---------------------------------------------------------------------------
+    @_locked
     def snapshot(self) -> dict:
         """Everything needed to rebuild this server: values, optimizer states, progress."""
         return {"buffers": {dt: b.copy() for dt, b in self.buffers.items()},
                 "optimizer_states": None if self.updater is None else self.updater.get_states(),
                 "steps_done": self.steps_done, "version": self.version}
 
+    @_locked
     def restore(self, snap: dict) -> None:
         """Return to a :meth:`snapshot` (pieces and optimizer must already be set)."""
         for dt, b in snap["buffers"].items():
@@ -309,13 +368,39 @@ class KVServer:
         self.version = snap["version"] + 1
 
 
+#: threads that sum a step's slices (MXNet's variable); numpy adds without the GIL
+REDUCTION_THREADS = max(1, int(os.environ.get("MXNET_KVSTORE_REDUCTION_NTHREADS",
+                                              min(4, os.cpu_count() or 1))))
+#: below this many elements per thread a sum stays on one thread
+_PARALLEL_MIN = 1 << 18
+_reducers: ThreadPoolExecutor | None = None
+
+
 def _sum_into(grads: list[dict], out: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``out = grads[0] + grads[1] + ...`` per dtype, added left to right (slice order)."""
+    """``out = grads[0] + grads[1] + ...`` per dtype, added left to right (slice order).
+
+    Large buffers are cut into one contiguous range per reduction thread; every element is
+    still added in slice order, so the result does not depend on the thread count.
+    """
+    global _reducers
     for dt, total in out.items():
-        if len(grads) == 1:
-            total[...] = grads[0][dt]
+        parts = [g[dt] for g in grads]
+        chunks = min(REDUCTION_THREADS, total.size // _PARALLEL_MIN)
+        if chunks < 2:
+            _sum_range(parts, total, slice(None))
             continue
-        np.add(grads[0][dt], grads[1][dt], out=total)
-        for g in grads[2:]:
-            total += g[dt]
+        if _reducers is None:
+            _reducers = ThreadPoolExecutor(REDUCTION_THREADS, "kvstore-reduce")
+        bounds = np.linspace(0, total.size, chunks + 1).astype(np.int64)
+        list(_reducers.map(lambda k: _sum_range(parts, total, slice(bounds[k], bounds[k + 1])),
+                           range(chunks)))
     return out
+
+
+def _sum_range(parts: list[np.ndarray], total: np.ndarray, where: slice) -> None:
+    if len(parts) == 1:
+        total[where] = parts[0][where]
+        return
+    np.add(parts[0][where], parts[1][where], out=total[where])
+    for g in parts[2:]:
+        np.add(total[where], g[where], out=total[where])

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BlockHandle", "SharedBlock", "available", "sweep_stale"]
+__all__ = ["BlockHandle", "SharedBlock", "available", "block_prefix", "sweep_stale"]
 
 SHM_DIR = "/dev/shm"
 _PREFIX = "raymod-"
@@ -54,6 +54,12 @@ def _layout(sizes: tuple[tuple[str, int], ...]) -> tuple[list[tuple[str, int, in
         spans.append((dtype, offset, count))
         offset += -(-count * np.dtype(dtype).itemsize // _ALIGN) * _ALIGN
     return spans, offset
+
+
+def block_prefix() -> str:
+    """The start of the names of this process's files in ``/dev/shm`` (host and pid, which
+    :func:`sweep_stale` reads back)."""
+    return f"{_PREFIX}{_HOST}-{os.getpid()}-"
 
 
 class SharedBlock:
@@ -87,7 +93,7 @@ class SharedBlock:
     @classmethod
     def create(cls, sizes: dict[str, int]) -> "SharedBlock":
         """A new zeroed block with ``sizes[dtype]`` elements per dtype."""
-        name = f"{_PREFIX}{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        name = f"{block_prefix()}{uuid.uuid4().hex[:12]}"
         return cls(BlockHandle(name, tuple(sorted(sizes.items()))), created=True)
 
     @classmethod

@@ -189,6 +189,18 @@ class DataParallelExecutorGroup:
             return
         self.bind_exec(data_shapes, label_shapes, reshape=True)
 
+    def rebind(self, replace: dict[int, Any]) -> None:
+        """:meth:`Executor.rebind` on every executor: ``id(old array) -> new array``."""
+        for e in self.execs:
+            e.rebind(replace)
+
+        def swap(block: list) -> list:
+            return [replace.get(id(a), a) if a is not None else None for a in block]
+
+        self.param_arrays = [swap(b) for b in self.param_arrays]
+        self.grad_arrays = [swap(b) for b in self.grad_arrays]
+        self.aux_arrays = [swap(b) for b in self.aux_arrays]
+
     # --- parameters ---------------------------------------------------------------------------
     def set_params(self, arg_params: dict, aux_params: dict, allow_extra: bool = False) -> None:
         """Copy parameter values into every executor."""

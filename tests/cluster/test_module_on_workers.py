@@ -60,10 +60,23 @@ def assert_close(a, b, tol):
 def test_mlp_on_workers_matches_one_process(workers, close_modules):
     x, y = data((20,))
     ref, ref_acc, _ = train(mlp(), x, y, None, close_modules)
-    got, acc, mod = train(mlp(), x, y, workers, close_modules, kvstore="dist_sync")
+    reports = []
+    got, acc, mod = train(mlp(), x, y, workers, close_modules, kvstore="dist_sync",
+                          batch_end_callback=memory_reports(reports))
     assert_close(ref, got, 1e-5)
     assert acc == pytest.approx(ref_acc)
     assert mod._kvstore.type == "dist_sync" and mod._kvstore.num_workers == workers
+    # on the servers' machine nothing was copied: every parameter was read in place from
+    # the server's block and every gradient computed into the block its push named
+    assert reports == [{"params": 6, "params_in_place": 6, "grads_in_place": 6}] * workers
+
+
+def memory_reports(into: list):
+    """A batch-end callback that records the workers' memory reports at the third batch."""
+    def look(param):
+        if param.nbatch == 3 and param.epoch == 1:
+            into.extend(param.locals["self"].pool.call_all("memory_report").values())
+    return look
 
 
 @pytest.mark.parametrize("workers", [2, 4])
@@ -78,9 +91,12 @@ def test_workers_updating_locally_match_servers_updating(close_modules, monkeypa
     x, y = data((20,))
     ref, _, _ = train(mlp(), x, y, None, close_modules)
     monkeypatch.setenv("MXNET_UPDATE_ON_KVSTORE", "0")
-    got, _, mod = train(mlp(), x, y, 2, close_modules)
+    reports = []
+    got, _, mod = train(mlp(), x, y, 2, close_modules, batch_end_callback=memory_reports(reports))
     assert mod._update_on_kvstore is False
     assert_close(ref, got, 1e-5)
+    # the optimizer runs on the workers: parameters are theirs, gradients still go in place
+    assert reports == [{"params": 6, "params_in_place": 0, "grads_in_place": 6}] * 2
 
 
 def test_batches_sent_by_value_match_row_ranges(close_modules):

@@ -83,3 +83,45 @@ class rm_desc(tuple):
         obj = super().__new__(cls, (name, shape))
         obj.name, obj.shape, obj.dtype, obj.layout = name, shape, np.float32, layout
         return obj
+
+
+def test_rebind_moves_parameters_and_gradients_to_outside_memory(rng):
+    """What a worker does with the kvstore's blocks: parameters read from one flat buffer
+    (read-only) and gradients written into another; results equal the private arrays'."""
+    private = _group([rm.cpu(0)])
+    params = {n: rng.standard_normal(a[0].shape).astype(np.float32)
+              for n, a in zip(private.param_names, private.param_arrays)}
+    x = rng.standard_normal((7, 5)).astype(np.float32)
+    head = rng.standard_normal((7, 3)).astype(np.float32)
+    private.set_params(params, {})
+    private.forward(Batch([x]), is_train=True)
+    private.backward([head])
+
+    group = _group([rm.cpu(0)])
+    bucket = _group([rm.cpu(0)], batch=3, shared_group=group)  # shares group's arrays
+    sizes = [a[0].size for a in group.param_arrays]
+    weights, grads = np.zeros(sum(sizes), np.float32), np.full(sum(sizes), np.nan, np.float32)
+    replace, offset = {}, 0
+    for name, (w,), (g,), n in zip(group.param_names, group.param_arrays, group.grad_arrays,
+                                   sizes):
+        view = weights[offset:offset + n].reshape(w.shape)
+        view[...] = params[name]
+        view.flags.writeable = False
+        replace[id(w)] = view
+        replace[id(g)] = grads[offset:offset + n].reshape(g.shape)
+        offset += n
+    for g in (group, bucket):
+        g.rebind(replace)
+    group.forward(Batch([x]), is_train=True)
+    group.backward([head])
+    np.testing.assert_allclose(group.get_outputs()[0], private.get_outputs()[0], rtol=1e-6)
+    offset = 0
+    for (g,), n in zip(private.grad_arrays, sizes):
+        np.testing.assert_allclose(grads[offset:offset + n], g.reshape(-1), rtol=1e-6)
+        offset += n
+    assert all(np.shares_memory(a[0], weights) for a in bucket.param_arrays)
+    assert all(np.shares_memory(a[0], grads) for a in bucket.grad_arrays)
+    with pytest.raises(ValueError, match="read-only"):
+        group.set_params(params, {})
+    with pytest.raises(rm.base.MXNetError, match="cannot become"):
+        group.rebind({id(group.param_arrays[0][0]): np.zeros(3, np.float32)})
