@@ -15,7 +15,10 @@ Without an optimizer a push replaces the stored value (MXNet's kvstore rule), wh
 
 On a machine with ``/dev/shm`` the values live in a shared-memory block (:mod:`.shm`): a
 sync step's new values are published by stamping the block's version, and workers on this
-machine read them in place; a push may name a worker's block instead of carrying the bytes.
+machine compute with them in place; a push may name a worker's block instead of carrying the
+bytes. A sync server keeps two such blocks and writes each step's values into the one not
+published: a worker that recomputes a lost slice of step k after the step was already
+applied (its first worker pushed, then died) still finds step k's weights.
 """
 from __future__ import annotations
 
@@ -83,7 +86,8 @@ class KVServer:
         self.shared_memory = shared_memory and shm.available()
         if self.shared_memory:
             shm.sweep_stale()  # blocks of killed processes: nobody else removes them
-        self.block: shm.SharedBlock | None = None
+        self.block: shm.SharedBlock | None = None  # the published values
+        self.spare: shm.SharedBlock | None = None  # where a sync step writes the next ones
         self.pieces: list[Piece] = []
         self.buffers: dict[str, np.ndarray] = {}
         self.scratch: dict[str, np.ndarray] = {}  # the summed gradient, when an update follows
@@ -111,27 +115,47 @@ class KVServer:
         sizes = {dt: b.size for dt, b in self.buffers.items()}
         for p in pieces:
             sizes[p.dtype] = max(sizes.get(p.dtype, 0), p.offset + p.size)
-        block = None
+        block = spare = None
         if self.shared_memory:
             try:
                 block = shm.SharedBlock.create(sizes)
+                spare = shm.SharedBlock.create(sizes) if self.mode == "sync" else None
             except OSError as err:  # /dev/shm full or missing: the object store still works
                 _LOG.warning("kvstore shard %d: no shared memory (%s); values go through the "
                              "object store", self.shard, err)
                 self.shared_memory = False
+                if block is not None:
+                    block.unlink()
+                block = None
         grown = block.arrays if block else {dt: np.empty(n, dt) for dt, n in sizes.items()}
         for dtype, values in grown.items():
             old = self.buffers.get(dtype, np.zeros(0, dtype))
             values[:old.size] = old
             if values.size > old.size:
                 values[old.size:] = payload[dtype][old.size:]
-        if self.block is not None:
-            self.block.unlink()
-        self.block, self.buffers, self.scratch = block, grown, {}
+        for old_block in (self.block, self.spare):
+            if old_block is not None:
+                old_block.unlink()
+        self.block, self.spare, self.scratch = block, spare, {}
         self.pieces.extend(pieces)
-        self.views = [(p, self.buffers[p.dtype][p.offset:p.offset + p.size]) for p in self.pieces]
+        self._use(grown)
         self.version += 1
         return self.version
+
+    def _use(self, buffers: dict[str, np.ndarray]) -> None:
+        """Make ``buffers`` the stored values (and their per-piece views)."""
+        self.buffers = buffers
+        self.views = [(p, buffers[p.dtype][p.offset:p.offset + p.size]) for p in self.pieces]
+
+    def _flip(self, carry: bool) -> None:
+        """Write the next values into the spare block from now on (published at once after
+        this step); ``carry`` copies the current values there first (an update follows)."""
+        if self.spare is None:
+            return
+        if carry:
+            _sum_into([self.buffers], self.spare.arrays)
+        self.block, self.spare = self.spare, self.block
+        self._use(self.block.arrays)
 
     @_locked
     def write(self, values: dict) -> int:
@@ -215,12 +239,15 @@ class KVServer:
         slot = self.pending.pop(step)
         grads = [self._decode(slot[s]) for s in sorted(slice_ids)]
         if self.updater is None and self.custom is None and not self.corrections:
+            self._flip(carry=False)
             _sum_into(grads, self.buffers)  # the sum replaces the values: write it there
             self.version += 1
         else:
             if not self.scratch:
                 self.scratch = {dt: np.empty_like(b) for dt, b in self.buffers.items()}
-            self._apply(self._all(_sum_into(grads, self.scratch)))
+            _sum_into(grads, self.scratch)
+            self._flip(carry=True)
+            self._apply(self._all(self.scratch))
         self.steps_done = step
         for old in [s for s in self.pending if s <= step]:
             del self.pending[old]
@@ -323,8 +350,9 @@ class KVServer:
         """Remove the shared-memory block and the doorbell (before the actor is killed)."""
         if self._doorbell is not None:
             self._doorbell.close()
-        if self.block is not None:
-            self.block.unlink()
+        for block in (self.block, self.spare):
+            if block is not None:
+                block.unlink()
 
     @_locked
     def read(self, keys: list) -> dict:

@@ -170,6 +170,10 @@ def test_client_pushes_through_shared_memory_and_sums_in_slice_order():
     client.push(8, 0, slices[0], 1)  # the next step reuses the first block
     assert len(client.outboxes[0]) == 3
     stale = Published(published[0].handle, published[0].version)
+    got = {"a": np.zeros(10, np.float32), "b": np.zeros(3)}  # step 7's values are still there
+    client.read([stale, published[1]], lambda shard, values: kv.layout.unpack(shard, values, got))
+    np.testing.assert_array_equal(got["b"], (slices[0]["b"] + slices[1]["b"]) + slices[2]["b"])
+    client.push(9, 0, slices[0], 1)  # the server writes step 9 over step 7's block
     with pytest.raises(ServerLost, match="not the published"):  # the server moved on
         client.read([stale, published[1]], lambda shard, values: None)
     client.close()
