@@ -61,15 +61,15 @@ class DoorbellServer:
 
     def _serve(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rb") as lines:
-            for line in lines:  # ends when the worker closes or dies
-                try:
-                    reply = self.handler(json.loads(line))
-                except Exception as err:  # the worker raises it; this thread goes on
-                    reply = {"error": f"{type(err).__name__}: {err}"}
-                try:
+            try:
+                for line in lines:  # ends when the worker closes
+                    try:
+                        reply = self.handler(json.loads(line))
+                    except Exception as err:  # the worker raises it; this thread goes on
+                        reply = {"error": f"{type(err).__name__}: {err}"}
                     conn.sendall(json.dumps(reply).encode() + b"\n")
-                except OSError:
-                    return
+            except OSError:  # the worker died mid-conversation (reset or broken pipe)
+                return
 
     def close(self) -> None:
         """Stop listening and remove the socket file (open connections end with the process)."""

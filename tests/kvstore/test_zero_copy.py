@@ -40,6 +40,28 @@ def test_doorbell_answers_in_order_and_reports_handler_errors():
     assert not os.path.exists(bell_server.path)
 
 
+def test_a_worker_gone_mid_conversation_leaves_the_server_serving(monkeypatch):
+    import socket
+    import threading
+    import time
+
+    crashes = []
+    monkeypatch.setattr(threading, "excepthook", crashes.append)
+    bell_server = DoorbellServer(lambda message: {"ok": message["n"]})
+    gone = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    gone.connect(bell_server.path)
+    gone.sendall(b'{"n": 1}\n{"n": 2}\n')
+    time.sleep(0.2)  # both answers now wait unread on its side
+    gone.close()  # so the server's next read is reset, as when a worker is killed
+    time.sleep(0.2)
+    bell = Doorbell(bell_server.path)
+    bell.send({"n": 3})
+    assert bell.receive() == {"ok": 3}
+    bell.close()
+    bell_server.close()
+    assert crashes == []
+
+
 def test_a_killed_servers_doorbell_reads_as_a_lost_connection():
     code = ("from raymod.kvstore.doorbell import DoorbellServer; import time; "
             "s = DoorbellServer(lambda m: (time.sleep(60), {})[1]); "
