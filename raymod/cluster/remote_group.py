@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -371,7 +371,7 @@ class RayExecutorGroup:
             if attempt:  # handing a dead worker's slices to the survivors is re-planning
                 losses.replan_s += time.perf_counter() - t_plan
             pending, server_lost = [], None
-            for rank, (ref, chunk) in refs.items():
+            for rank, ref, chunk in self._as_completed(refs):
                 try:
                     out = self.pool._ray.get(ref)
                 except ServerLost as err:  # wait for the others before recovering
@@ -404,6 +404,16 @@ class RayExecutorGroup:
                 raise MXNetError("every worker died during the step")
         raise MXNetError(f"step slices {[t['slice'] for t in pending]} still failing after "
                          f"{MAX_STEP_ATTEMPTS} attempts")
+
+    def _as_completed(self, refs: dict) -> Iterator[tuple[int, Any, list]]:
+        """``(rank, ref, chunk)`` in the order the calls end, so that a death is seen when
+        it happens, not after the answers of every lower rank."""
+        by_ref = {ref: (rank, chunk) for rank, (ref, chunk) in refs.items()}
+        waiting = list(by_ref)
+        while waiting:
+            done, waiting = self.pool._ray.wait(waiting, num_returns=1)
+            rank, chunk = by_ref[done[0]]
+            yield rank, done[0], chunk
 
     def _recovered(self, losses: _Losses, step: int | None, during: str = "step") -> None:
         """Log the "recovered" event of a step (or pass) that completed despite losses."""
