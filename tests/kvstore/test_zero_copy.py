@@ -2,8 +2,11 @@
 computed, parameters read in place from the server's block, the parallel sum."""
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -41,10 +44,6 @@ def test_doorbell_answers_in_order_and_reports_handler_errors():
 
 
 def test_a_worker_gone_mid_conversation_leaves_the_server_serving(monkeypatch):
-    import socket
-    import threading
-    import time
-
     crashes = []
     monkeypatch.setattr(threading, "excepthook", crashes.append)
     bell_server = DoorbellServer(lambda message: {"ok": message["n"]})
