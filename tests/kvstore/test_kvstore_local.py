@@ -62,9 +62,12 @@ def test_a_later_module_can_register_dist_types(monkeypatch):
         def _from_name(cls, name):
             return cls(name)
 
+    import raymod.kvstore.dist  # noqa: F401  (the built-in dist types, to be overridden)
+
     monkeypatch.setattr(kv_base._REGISTRY, "_classes", dict(kv_base._REGISTRY._classes))
     for name in ("dist_sync", "dist_async", "dist_device_sync"):
-        kv.register(FakeDist, name=name)
+        with pytest.warns(UserWarning, match=f"'{name}' is being overridden"):
+            kv.register(FakeDist, name=name)
     assert kv.create("dist_async").mode == "dist_async"
     assert kv.create("DIST_SYNC").mode == "dist_sync"
 
