@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -293,20 +293,24 @@ class Worker:
             for group in self.groups.values():
                 group.rebind(replace)
 
+    def _point_at(self, arrays: list[tuple[str, np.ndarray]], views: dict,
+                  private: Callable[[np.ndarray], np.ndarray | None]) -> None:
+        """Rebind each ``(name, array)`` to ``views[name]`` (a flat block range) where there
+        is one; otherwise to ``private(array)`` when that gives a new array."""
+        replace = {}  # `arrays` keeps the old arrays alive, so no id is reused meanwhile
+        for name, array in arrays:
+            view = views.get(name)
+            new = view.reshape(array.shape) if view is not None else private(array)
+            if new is not None and not same_memory(array, new):
+                replace[id(array)] = new
+        self._rebind(replace)
+
     def _bind_params(self, views: dict) -> None:
         """Parameters in ``views`` (key -> flat read-only array) are computed with in place;
         any other parameter that is still such a view gets a private copy."""
-        replace, keep = {}, []
-        for name, (array,) in zip(self.root.param_names, self.root.param_arrays):
-            view = views.get(name)
-            if view is not None:
-                view = view.reshape(array.shape)
-                if not same_memory(array, view):
-                    replace[id(array)] = view
-            elif not array.flags.writeable:
-                replace[id(array)] = array.copy()
-            keep.append(array)  # alive until rebound, so no id is reused meanwhile
-        self._rebind(replace)
+        self._point_at([(n, a) for n, (a,) in zip(self.root.param_names,
+                                                   self.root.param_arrays)],
+                       views, lambda a: None if a.flags.writeable else a.copy())
 
     def _own_params(self) -> None:
         """Private, writable parameter arrays again (before anything writes them here)."""
@@ -321,19 +325,10 @@ class Worker:
         views = {} if step is None or self.client is None else \
             self.client.gradient_views(self.client.next_slot(step))
         reqs = self.root.execs[0].grad_req
-        replace, keep = {}, []
-        for name, (grad,) in zip(self.root.param_names, self.root.grad_arrays):
-            if grad is None:
-                continue
-            view = views.get(name) if reqs.get(name) == "write" else None
-            if view is not None:
-                view = view.reshape(grad.shape)
-                if not same_memory(grad, view):
-                    replace[id(grad)] = view
-            elif not grad.flags.owndata:  # still in an outbox: private memory again
-                replace[id(grad)] = np.zeros_like(grad)
-            keep.append(grad)
-        self._rebind(replace)
+        self._point_at([(n, g) for n, (g,) in zip(self.root.param_names, self.root.grad_arrays)
+                        if g is not None],
+                       {n: v for n, v in views.items() if reqs.get(n) == "write"},
+                       lambda g: None if g.flags.owndata else np.zeros_like(g))
 
     def memory_report(self) -> dict:
         """How many parameters are read in place from a KVServer's block, and how many
