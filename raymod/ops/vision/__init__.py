@@ -1,0 +1,1 @@
+"""Vision layers: cropping, upsampling, LRN, sampling grids and spatial transformers."""
