@@ -53,8 +53,10 @@ def _neighbours(xp, grid, height: int, width: int):
             xi = x0 + dx
             wx, sx = (fx, 1) if dx else (1 - fx, -1)
             valid = (xi >= 0) & (xi <= width - 1) & (yi >= 0) & (yi <= height - 1)
-            # invalid (and NaN) positions are sent to pixel 0 with weight 0
-            index = xp.where(valid, yi * width + xi, 0).astype(xp.int64)
+            # invalid (and NaN) positions are sent to pixel 0 with weight 0; the flat index
+            # is formed in integers (float32 is inexact past 2**24 pixels)
+            index = (xp.where(valid, yi, 0).astype(xp.int64) * width
+                     + xp.where(valid, xi, 0).astype(xp.int64))
             yield index, wx * wy * valid, valid, wx, wy, sx, sy
 
 
