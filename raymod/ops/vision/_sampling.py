@@ -33,46 +33,63 @@ def affine_target_grid(xp, height: int, width: int, dtype):
     return grid.reshape(3, height * width)
 
 
-def _neighbours(xp, grid, height: int, width: int):
-    """The four pixels around each grid point, as flat indices, weights and signs.
+def _axis_neighbours(xp, coord, size: int):
+    """The lower and upper whole positions around ``coord`` along one axis of ``size``.
 
-    Yields ``(index, weight, valid, wx, wy, sx, sy)`` per neighbour: ``index`` (N, P) into a
-    flattened ``height*width`` map (0 where ``valid`` is false), ``weight = wx * wy * valid``,
-    ``wx``/``wy`` the per-axis interpolation weights and ``sx``/``sy`` (+1 or -1) the sign of
-    their derivative with respect to the pixel coordinate.
+    Returns two ``(position, weight, inside, sign)``: the position as an integer index (0 when
+    outside the axis, or NaN), the interpolation weight, zeroed outside, the inside mask,
+    and the sign of the weight's derivative with respect to ``coord``.
+    """
+    low = xp.floor(coord)
+    frac = coord - low
+    out = []
+    for step, weight, sign in ((0, 1 - frac, -1), (1, frac, 1)):
+        pos = low + step
+        inside = (pos >= 0) & (pos <= size - 1)
+        out.append((xp.where(inside, pos, 0).astype(xp.int64), weight * inside, inside, sign))
+    return out
+
+
+def _neighbours(xp, grid, height: int, width: int):
+    """The four pixels around each grid point of ``grid`` (N, 2, ...), with their weights.
+
+    Yields per neighbour ``(index, weight, x_terms, y_terms)``: ``index`` (N, P) into a
+    flattened ``height*width`` map (pixel 0 where outside), ``weight`` its bilinear weight
+    (zero outside the image), and the ``(weight, inside, sign)`` of each axis from
+    :func:`_axis_neighbours`, which the grid gradient needs. Indices are formed in integers
+    (float32 is inexact past 2**24 pixels).
     """
     n = grid.shape[0]
     x = ((grid[:, 0] + 1) * (width - 1) / 2).reshape(n, -1)
     y = ((grid[:, 1] + 1) * (height - 1) / 2).reshape(n, -1)
-    x0, y0 = xp.floor(x), xp.floor(y)
-    fx, fy = x - x0, y - y0
-    for dy in (0, 1):
-        yi = y0 + dy
-        wy, sy = (fy, 1) if dy else (1 - fy, -1)
-        for dx in (0, 1):
-            xi = x0 + dx
-            wx, sx = (fx, 1) if dx else (1 - fx, -1)
-            valid = (xi >= 0) & (xi <= width - 1) & (yi >= 0) & (yi <= height - 1)
-            # invalid (and NaN) positions are sent to pixel 0 with weight 0; the flat index
-            # is formed in integers (float32 is inexact past 2**24 pixels)
-            index = (xp.where(valid, yi, 0).astype(xp.int64) * width
-                     + xp.where(valid, xi, 0).astype(xp.int64))
-            yield index, wx * wy * valid, valid, wx, wy, sx, sy
+    columns = _axis_neighbours(xp, x, width)
+    for row, wy, in_y, sy in _axis_neighbours(xp, y, height):
+        row = row * width
+        for col, wx, in_x, sx in columns:
+            yield row + col, wy * wx, (wx, in_x, sx), (wy, in_y, sy)
 
 
-def _gather(xp, flat, index):
-    """``flat[n, c, index[n, p]]`` for flat (N, C, L) and index (N, P): (N, C, P)."""
-    n, c = flat.shape[:2]
-    return flat[xp.arange(n)[:, None, None], xp.arange(c)[None, :, None], index[:, None, :]]
+def _offsets(xp, n: int, c: int, size: int):
+    """(N, C, 1) start of each (sample, channel) map in a flattened (N, C, size) array."""
+    return (xp.arange(n * c, dtype=xp.int64) * size).reshape(n, c, 1)
+
+
+def _gather(xp, flat, base, index):
+    """``data[n, c, index[n, p]]`` from the raveled data: (N, C, P).
+
+    One ``take`` on flat indices (``base`` from :func:`_offsets`); about 3x faster with numpy
+    than broadcast fancy indexing over three axes.
+    """
+    return xp.take(flat, base + index[:, None, :])
 
 
 def bilinear_sample(xp, data, grid):
     """Sample ``data`` (N, C, H, W) at ``grid`` (N, 2, Ho, Wo): (N, C, Ho, Wo)."""
     n, c, h, w = data.shape
-    flat = data.reshape(n, c, h * w)
+    flat, base = data.reshape(-1), _offsets(xp, n, c, h * w)
     out = None
-    for index, weight, *_ in _neighbours(xp, grid, h, w):
-        term = _gather(xp, flat, index) * weight[:, None, :]
+    for index, weight, _, _ in _neighbours(xp, grid, h, w):
+        term = _gather(xp, flat, base, index) * weight[:, None, :]
         out = term if out is None else out + term
     return out.reshape((n, c) + grid.shape[2:])
 
@@ -80,28 +97,26 @@ def bilinear_sample(xp, data, grid):
 def bilinear_sample_grad(xp, grad, data, grid, need_data: bool, need_grid: bool):
     """Gradients of :func:`bilinear_sample` for ``data`` and ``grid`` (None where not needed).
 
-    The data gradient scatters ``grad * weight`` back onto the four neighbours with one
-    ``bincount`` per neighbour: it works alike on numpy and CuPy (``xp.add.at`` is missing
-    from older CuPy) and sums repeated indices in float64.
+    The data gradient scatters ``grad * weight`` back onto the four neighbours with
+    ``xp.add.at``, which sums repeated indices; CuPy has it since version 12 (raymod needs
+    13), and with numpy >= 1.25 it is about three times faster than a ``bincount``.
     """
     n, c, h, w = data.shape
-    flat = data.reshape(n, c, h * w)
+    flat, base = data.reshape(-1), _offsets(xp, n, c, h * w)
     g = grad.reshape(n, c, -1)
-    gdata = gx = gy = None
-    base = (xp.arange(n * c) * (h * w)).reshape(n, c, 1)
-    for index, weight, valid, wx, wy, sx, sy in _neighbours(xp, grid, h, w):
+    gdata = xp.zeros(data.size, data.dtype) if need_data else None
+    gx = gy = 0
+    for index, weight, (wx, in_x, sx), (wy, in_y, sy) in _neighbours(xp, grid, h, w):
         if need_data:
-            part = xp.bincount((base + index[:, None, :]).ravel(),
-                               weights=(g * weight[:, None, :]).ravel(), minlength=n * c * h * w)
-            gdata = part if gdata is None else gdata + part
+            xp.add.at(gdata, (base + index[:, None, :]).ravel(), (g * weight[:, None, :]).ravel())
         if need_grid:
-            # d out / d x_pixel = sum over neighbours of value * wy * sx (and alike for y)
-            gv = (g * _gather(xp, flat, index)).sum(axis=1) * valid
-            gx = sx * gv * wy if gx is None else gx + sx * gv * wy
-            gy = sy * gv * wx if gy is None else gy + sy * gv * wx
-    if need_data:
-        gdata = gdata.astype(data.dtype, copy=False).reshape(data.shape)
+            # d out / d x = sum over the in-image neighbours of value * wy * sx; alike for y
+            gv = (g * _gather(xp, flat, base, index)).sum(axis=1)
+            gx = gx + (sx * gv * in_x) * wy
+            gy = gy + (sy * gv * in_y) * wx
     ggrid = None
+    if need_data:
+        gdata = gdata.reshape(data.shape)
     if need_grid:
         ggrid = xp.stack([gx * ((w - 1) / 2), gy * ((h - 1) / 2)], axis=1).reshape(grid.shape)
         ggrid = ggrid.astype(grid.dtype, copy=False)

