@@ -59,7 +59,8 @@ def test_upsampling_bilinear(ctx, rng, scale):
     s = sym.UpSampling(sym.Variable("data"), sym.Variable("weight"), scale=scale,
                        sample_type="bilinear", num_filter=3)
     k = 2 * scale - scale % 2
-    inputs = {"data": rng.standard_normal((2, 3, 3, 4)), "weight": rng.standard_normal((3, 1, k, k))}
+    inputs = {"data": rng.standard_normal((2, 3, 3, 4)),
+              "weight": rng.standard_normal((3, 1, k, k))}
     check_forward(s, inputs, reference_bilinear(inputs["data"], inputs["weight"], scale), ctx)
     check_gradient(s, inputs, ctx)
 

@@ -48,7 +48,7 @@ class LRN(Op):
         return [shape], [shape, shape], []
 
     def _window_sum(self, xp, a):
-        """Sum of ``a`` over the ``nsize`` channels centred on each channel (zeros past the ends)."""
+        """Sums of ``a`` over the ``nsize`` channels centred on each channel (zero past ends)."""
         half = self.nsize // 2
         c = a.shape[1]
         padded = xp.pad(a, ((0, 0), (half, half), (0, 0), (0, 0)))
