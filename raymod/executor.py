@@ -425,6 +425,8 @@ class Executor:
                 in_grads = backward(xp, ogs, [vals[s] for s in kept_in],
                                     [vals[s] for s in kept_out], saved[i], list(need_grad),
                                     **extra)
+                if self._monitor is not None:
+                    self._report_backward(plan.steps[i], in_grads)
                 for k, s in grad_inputs:
                     g = in_grads[k]
                     if g is not None:
@@ -463,7 +465,8 @@ class Executor:
 
     # --- monitor ------------------------------------------------------------------------------
     def set_monitor_callback(self, callback, monitor_all: bool = False) -> None:
-        """Call ``callback(name, array)`` for every op output (and inputs if monitor_all)."""
+        """Call ``callback(name, array)`` for every op output during forward (and its
+        inputs if ``monitor_all``), and every input gradient during backward."""
         self._monitor = (callback, monitor_all)
 
     def _report(self, st: Step, outs: list) -> None:
@@ -473,6 +476,16 @@ class Executor:
                 callback(f"{st.name}_{name}", self._values[s])
         for name, o in zip(st.op.list_outputs(), outs):
             callback(f"{st.name}_{name}", o)
+
+    def _report_backward(self, st: Step, in_grads: list) -> None:
+        """Report each input's gradient under MXNet's backward-node names; one the graph
+        does not need (a label's, or of an input with grad_req 'null') as zeros."""
+        callback = self._monitor[0]
+        single = len(st.inputs) == 1
+        for k, (s, g) in enumerate(zip(st.inputs, in_grads)):
+            if g is None:
+                g = self._zeros_like_slot(s)
+            callback(f"{st.name}_backward_output" + ("" if single else str(k)), g)
 
     # --- views --------------------------------------------------------------------------------
     @property
