@@ -29,6 +29,9 @@ for _name in OPS.names():
     globals()[_name] = _op_function(_name)
 
 
+from .arith import maximum, minimum, pow, power  # noqa: E402,A004 - after the op functions
+
+
 def zeros(shape: Any, dtype: Any = None, **kwargs: Any) -> Symbol:
     """A ``_zeros`` node: zeros of ``shape`` (0 dims inferred) and ``dtype`` (default float32).
 
