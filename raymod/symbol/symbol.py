@@ -458,9 +458,9 @@ def create(op_name: str, args: Sequence[Symbol], kwargs: dict[str, Any],
     name = naming.current().get(name, hint or op_name.lower())
     arg_names = op.list_arguments()
     slots = arg_names + op.list_auxiliary_states()
-    if len(args) > len(arg_names):
+    if len(args) > len(slots):  # arguments, then auxiliary states, as in MXNet
         raise MXNetError(f"{op_name} '{name}': {len(args)} positional inputs given, it takes "
-                         f"{len(arg_names)} ({', '.join(arg_names)})")
+                         f"{len(slots)} ({', '.join(slots)})")
     unknown = set(inputs) - set(slots)
     if unknown:
         raise MXNetError(f"{op_name} '{name}': unknown input(s) {names_list(unknown)}; "
@@ -487,7 +487,12 @@ def _positional_as_keywords(op_cls: type, op_name: str, args: Sequence[Any], kwa
                             name: str | None, attr: dict | None) -> tuple[list, Any, Any]:
     """Move positional arguments into ``kwargs`` by MXNet's generated signature: every input
     slot (arguments, then auxiliary states; a Symbol or None), then the attributes in the
-    op's declared order, then ``name`` and ``attr``. Returns ``([], name, attr)``."""
+    op's declared order, then ``name`` and ``attr``. Returns ``([], name, attr)``.
+
+    Symbols alone are left positional (matched to the op instance's inputs, which may
+    depend on its attributes, e.g. a custom op's)."""
+    if all(isinstance(a, Symbol) for a in args):
+        return list(args), name, attr
     slots = list(op_cls.inputs) + list(op_cls.aux)
     signature = slots + list(op_cls.params) + ["name", "attr"]
     if len(args) > len(signature):

@@ -53,6 +53,13 @@ def test_batch_norm_attributes_come_after_its_auxiliary_states():
     assert net.list_auxiliary_states() == ["bn_moving_mean", "bn_moving_var"]
 
 
+def test_symbols_alone_fill_arguments_then_auxiliary_states():
+    v = rm.sym.Variable
+    net = rm.sym.BatchNorm(v("d"), v("g"), v("b"), v("mm"), v("mv"), name="bn")
+    assert net.list_arguments() == ["d", "g", "b"]
+    assert net.list_auxiliary_states() == ["mm", "mv"]
+
+
 def test_reductions_slices_and_fluent_methods():
     data = rm.sym.Variable("data")
     assert _attrs(rm.sym.sum(data, 1, True)) == {"axis": "1", "keepdims": "True"}
