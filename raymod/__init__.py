@@ -13,7 +13,7 @@ from .symbol import AttrScope
 from . import symbol as name  # rm.name.Prefix / rm.name.NameManager, as mx.name
 from . import initializer
 from . import initializer as init
-from . import callback, io, lr_scheduler, metric, optimizer
+from . import callback, io, lr_scheduler, metric, mon, optimizer
 from . import kvstore
 from . import kvstore as kv
 from . import rnn

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 import types
 from typing import Iterator
 
@@ -19,9 +20,16 @@ class Context:
     device_id : int, default 0
         Which device of that kind. Several CPU contexts share the one host and are used,
         as in MXNet, to split a batch over several executors in one process.
+
+    Notes
+    -----
+    ``with ctx:`` makes ``ctx`` the thread's :func:`current_context` for the block (blocks
+    nest); what takes no context (``Symbol.eval``) then uses it. As in MXNet, defaults fixed
+    when a function is defined, such as ``Module(context=cpu())``, do not follow it.
     """
 
-    _default: "Context | None" = None
+    # per thread, as MXNet's: the contexts entered with ``with``, innermost last
+    _entered = threading.local()
     __slots__ = ("device_type", "device_id")
 
     def __init__(self, device_type: "str | Context", device_id: int = 0):
@@ -56,12 +64,11 @@ class Context:
         return f"{self.device_type}({self.device_id})"
 
     def __enter__(self) -> "Context":
-        self._previous = Context._default
-        Context._default = self
+        _entered_stack().append(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        Context._default = self._previous
+        _entered_stack().pop()
 
     def __reduce__(self):
         return (Context, (self.device_type, self.device_id))
@@ -77,9 +84,18 @@ def gpu(device_id: int = 0) -> Context:
     return Context("gpu", device_id)
 
 
+def _entered_stack() -> list:
+    """This thread's stack of contexts entered with ``with ctx:``."""
+    stack = getattr(Context._entered, "stack", None)
+    if stack is None:
+        stack = Context._entered.stack = []
+    return stack
+
+
 def current_context() -> Context:
-    """The context set by ``with ctx:``, else ``cpu(0)``."""
-    return Context._default or cpu(0)
+    """The context of the innermost ``with ctx:`` block of this thread, else ``cpu(0)``."""
+    stack = _entered_stack()
+    return stack[-1] if stack else cpu(0)
 
 
 @functools.lru_cache(maxsize=None)

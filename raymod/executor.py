@@ -218,13 +218,20 @@ class Executor:
                               for name, s, g in zip(self._arg_names, plan.arg_slots, grad_arrays)
                               if g is not None]
         self._saved: list = [None] * len(plan.steps)
-        self._trained = False
+        self._forwarded = False
+        # as MXNet, backward may follow an inference forward: an executor that computes
+        # gradients keeps what backward reads in both modes
+        self._keep_for_backward = bool(self._backward_steps)
         # default head gradients: None for loss heads (they ignore it), ones otherwise
         loss_slots = {s for st in plan.steps if st.op.is_loss for s in st.outputs}
         self._head_defaults: list | None = None
         self._loss_heads = [s in loss_slots for s in plan.head_slots]
         self._monitor = None
-        self.outputs: list = []
+        # as MXNet's, the outputs exist from bind on (zeros until the first forward)
+        with ctx.scope():
+            self.outputs: list = [self._values[s] if self._values[s] is not None
+                                  else self._xp.zeros(plan.slot_shapes[s], plan.slot_dtypes[s])
+                                  for s in plan.head_slots]
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
@@ -373,9 +380,9 @@ class Executor:
                     vals[s] = o
                 if monitor is not None:
                     self._report(st, outs)
-                for s in free_train if is_train else free_infer:
+                for s in free_train if is_train or self._keep_for_backward else free_infer:
                     vals[s] = None
-        self._trained = is_train
+        self._forwarded = True
         self.outputs = [vals[s] for s in self.plan.head_slots]
         return self.outputs
 
@@ -383,10 +390,13 @@ class Executor:
         """Gradients of the outputs' heads into :attr:`grad_arrays`, per ``grad_req``.
 
         ``out_grads`` are the head gradients (one per output); loss heads ignore them and
-        other heads default to ones.
+        other heads default to ones. As in MXNet it may follow ``forward(is_train=False)``:
+        it is then the gradient of the function that forward computed (inference Dropout
+        passes gradients through; inference BatchNorm treats its moving statistics as
+        constants).
         """
-        if not self._trained:
-            raise MXNetError("backward needs a forward(is_train=True) first")
+        if not self._forwarded:
+            raise MXNetError("backward needs a forward first")
         xp, plan, vals, saved = self._xp, self.plan, self._values, self._saved
         grads: list = [None] * len(plan.slot_shapes)
         if out_grads is not None:
@@ -415,6 +425,8 @@ class Executor:
                 in_grads = backward(xp, ogs, [vals[s] for s in kept_in],
                                     [vals[s] for s in kept_out], saved[i], list(need_grad),
                                     **extra)
+                if self._monitor is not None:
+                    self._report_backward(plan.steps[i], in_grads)
                 for k, s in grad_inputs:
                     g = in_grads[k]
                     if g is not None:
@@ -453,7 +465,8 @@ class Executor:
 
     # --- monitor ------------------------------------------------------------------------------
     def set_monitor_callback(self, callback, monitor_all: bool = False) -> None:
-        """Call ``callback(name, array)`` for every op output (and inputs if monitor_all)."""
+        """Call ``callback(name, array)`` for every op output during forward (and its
+        inputs if ``monitor_all``), and every input gradient during backward."""
         self._monitor = (callback, monitor_all)
 
     def _report(self, st: Step, outs: list) -> None:
@@ -463,6 +476,16 @@ class Executor:
                 callback(f"{st.name}_{name}", self._values[s])
         for name, o in zip(st.op.list_outputs(), outs):
             callback(f"{st.name}_{name}", o)
+
+    def _report_backward(self, st: Step, in_grads: list) -> None:
+        """Report each input's gradient under MXNet's backward-node names; one the graph
+        does not need (a label's, or of an input with grad_req 'null') as zeros."""
+        callback = self._monitor[0]
+        single = len(st.inputs) == 1
+        for k, (s, g) in enumerate(zip(st.inputs, in_grads)):
+            if g is None:
+                g = self._zeros_like_slot(s)
+            callback(f"{st.name}_backward_output" + ("" if single else str(k)), g)
 
     # --- views --------------------------------------------------------------------------------
     @property
@@ -530,18 +553,53 @@ class Executor:
 
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
                 **kwargs) -> "Executor":
-        """A new executor for new input shapes, sharing arrays whose shape is unchanged."""
+        """A new executor for new input shapes, on the memory of this one (MXNet's semantics).
+
+        Shapes are inferred from ``kwargs`` alone. An array whose shape stays is shared as
+        is; one that shrinks (or keeps its size) becomes a view of the first elements of the
+        old one, so writes to either show in both; one that grows needs
+        ``allow_up_sizing=True`` and gets new memory. An argument not in ``kwargs`` (or an
+        auxiliary state) may change shape only with ``partial_shaping=True``. Do not run the
+        two executors at once: they share arrays.
+
+        Parameters
+        ----------
+        partial_shaping : bool, default False
+            Let arguments not named in ``kwargs`` change shape.
+        allow_up_sizing : bool, default False
+            Let arrays grow beyond their current size (allocating new ones).
+        **kwargs
+            New shapes of inputs, e.g. ``data=(32, 784)``.
+        """
         values = shape_values(self._symbol, kwargs)
         variables = {n.name: n for n in self._symbol.topo() if n.is_variable}
-        for name, arr in list(self.arg_dict.items()) + list(self.aux_dict.items()):
-            new = values.get((id(variables[name]), 0))
-            if new is not None and tuple(new) != tuple(arr.shape) and name not in kwargs \
-                    and not partial_shaping:
-                raise MXNetError(f"reshape: the shape of {name!r} changes from "
-                                 f"{tuple(arr.shape)} to {new}; pass partial_shaping=True")
-        types = {n: a.dtype for n, a in self.arg_dict.items()}
-        return Executor.simple_bind(self._symbol, self._ctx, grad_req=self._grad_req,
-                                    type_dict=types, shared_exec=self, shapes=kwargs)
+
+        def resized(name: str, array, given: bool):
+            shape = values.get((id(variables[name]), 0))
+            if shape is None or tuple(shape) == tuple(array.shape):
+                return array
+            shape = tuple(shape)
+            if not (given or partial_shaping):
+                raise MXNetError(f"reshape: the shape of {name!r}, not given, changes from "
+                                 f"{tuple(array.shape)} to {shape}; pass "
+                                 "partial_shaping=True if this is intended")
+            size = int(np.prod(shape))
+            if size > array.size:
+                if not allow_up_sizing:
+                    raise MXNetError(f"reshape: the new shape {shape} of {name!r} is larger "
+                                     f"than the original {tuple(array.shape)}; set "
+                                     "allow_up_sizing=True to allocate new arrays (binding "
+                                     "the largest shape first and shrinking is cheaper)")
+                with self._ctx.scope():
+                    return self._xp.zeros(shape, array.dtype)
+            return array.reshape(-1)[:size].reshape(shape)
+
+        args = [resized(n, a, n in kwargs) for n, a in zip(self._arg_names, self.arg_arrays)]
+        grads = [None if g is None else resized(n, g, n in kwargs)
+                 for n, g in zip(self._arg_names, self.grad_arrays)]
+        aux = [resized(n, a, False) for n, a in zip(self._aux_names, self.aux_arrays)]
+        return Executor.bind(self._symbol, self._ctx, args, args_grad=grads,
+                             grad_req=self._grad_req, aux_states=aux)
 
     def debug_str(self) -> str:
         """The plan, one line per step."""

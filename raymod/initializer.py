@@ -428,7 +428,9 @@ class Constant(Initializer):
     """
 
     def __init__(self, value: Any):
-        super().__init__(value=value)
+        # _kwargs holds the value as JSON (nested lists for an array), as MXNet's dumps
+        # leaves it, so that json.dumps(init._kwargs) works too
+        super().__init__(value=_json_value(value))
         self.value = value
 
     def _init_weight(self, _: str, arr: Any) -> None:
@@ -440,13 +442,17 @@ class Constant(Initializer):
 
     def dumps(self) -> str:
         """JSON ``["constant", {"value": ...}]``; an array value is written as nested lists."""
-        value = self._kwargs["value"]
-        if not np.isscalar(value):
-            value = np.asarray(value.get() if hasattr(value, "get") and
-                               not isinstance(value, np.ndarray) else value).tolist()
-        elif isinstance(value, np.generic):
-            value = value.item()
-        return json.dumps([type(self).__name__.lower(), {**self._kwargs, "value": value}])
+        return json.dumps([type(self).__name__.lower(), self._kwargs])
+
+
+def _json_value(value: Any) -> Any:
+    """A scalar or an array (numpy, cupy, list) as plain JSON types."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if np.isscalar(value):
+        return value
+    return np.asarray(value.get() if hasattr(value, "get") and
+                      not isinstance(value, np.ndarray) else value).tolist()
 
 
 @register

@@ -11,14 +11,18 @@ from .sampler import RowIter
 
 
 def _as_array(value: Any, name: str) -> Any:
-    """numpy and cupy arrays (and array-likes with a shape, e.g. h5py) pass through."""
-    if hasattr(value, "shape") and hasattr(value, "__getitem__") and hasattr(value, "dtype"):
-        return value
-    try:
-        return np.asarray(value)
-    except Exception as err:
-        raise TypeError(f"input {name!r} must be an array or convertible to one, "
-                        f"got {type(value).__name__}") from err
+    """numpy and cupy arrays (and array-likes with a shape, e.g. h5py) pass through, except
+    that integer and boolean arrays become float32, as MXNet's iterator converts them."""
+    if not (hasattr(value, "shape") and hasattr(value, "__getitem__")
+            and hasattr(value, "dtype")):
+        try:
+            value = np.asarray(value)
+        except Exception as err:
+            raise TypeError(f"input {name!r} must be an array or convertible to one, "
+                            f"got {type(value).__name__}") from err
+    if np.dtype(value.dtype).kind in "biu" and hasattr(value, "astype"):
+        value = value.astype(np.float32)
+    return value
 
 
 def _named_arrays(data: Any, allow_empty: bool, default_name: str) -> list[tuple[str, Any]]:
@@ -85,7 +89,9 @@ class NDArrayIter(RowIter):
 
     Notes
     -----
-    Arrays are kept as given (no copy, dtype kept). Batches of consecutive rows (no
+    Float arrays are kept as given (no copy, dtype kept); integer and boolean arrays are
+    converted to float32 once, as MXNet's ``NDArrayIter`` converts numpy input (which it
+    makes float32 whatever its dtype). Batches of consecutive rows (no
     shuffle) are views of the input arrays; shuffled batches are gathered copies.
     Beyond MXNet, the iterator is a :class:`~raymod.io.base.RowSource`: ``num_rows``,
     ``take(rows)``, ``epoch_order(epoch)`` and ``next_rows()`` let a driver send row ids

@@ -36,7 +36,9 @@ class Perplexity(EvalMetric):
 
     Notes
     -----
-    Probabilities are clipped below at 1e-10 before the log. ``sum_metric`` is the summed
+    Probabilities are clipped below at 1e-10 before the log. As MXNet's ``pick`` (mode
+    'clip'), labels are truncated to integers and clipped to ``[0, classes - 1]``: a label
+    equal to the vocabulary size scores the last class. ``sum_metric`` is the summed
     negative log-probability and ``num_inst`` the number of kept labels.
     """
 
@@ -59,7 +61,9 @@ class Perplexity(EvalMetric):
             if self.ignore_label is not None:
                 keep = label != self.ignore_label
                 label, probs = label[keep], probs[keep]
-            picked = probs[np.arange(label.size), label.astype(np.int64)].astype(np.float64)
+            # MXNet picks with mode='clip': out-of-range labels take the nearest class
+            index = np.clip(label.astype(np.int64), 0, classes - 1)
+            picked = probs[np.arange(label.size), index].astype(np.float64)
             loss -= float(np.log(np.maximum(1e-10, picked)).sum())
             count += int(label.size)
         return {"sum_metric": loss, "num_inst": count}

@@ -558,7 +558,9 @@ class Module(BaseModule):
             optimizer itself (``update_on_kvstore``).
         optimizer : str or Optimizer, default 'sgd'
             A registered name (created with ``rescale_grad = 1/batch_size`` unless given,
-            the symbol's lr/wd multipliers, and update-index names) or an instance.
+            the symbol's lr/wd multipliers, and update-index names) or an instance (which
+            keeps its ``rescale_grad``, warning if it is not 1/batch_size, and gets the
+            update-index names when its ``idx2name`` is empty).
         optimizer_params : dict or tuple of pairs, default (('learning_rate', 0.01),)
             Constructor arguments when ``optimizer`` is a name.
         force_init : bool, default False
@@ -607,20 +609,26 @@ class Module(BaseModule):
 
     def _make_optimizer(self, optimizer: Any, optimizer_params: Any, update_on_kvstore: bool,
                         rescale_grad: float) -> opt.Optimizer:
-        """The optimizer instance: created from a name, or checked when given."""
+        """The optimizer instance: created from a name, or checked when given.
+
+        As MXNet, a given instance keeps its ``rescale_grad`` (with a warning when it is not
+        ``rescale_grad``) and gets the module's update-index names only when it has none.
+        """
+        names = self._exec_group.param_names
+        if update_on_kvstore:
+            idx2name = dict(enumerate(names))
+        else:  # each device updates its copy under its own index, device-major as MXNet
+            n = self._exec_group.num_device
+            idx2name = {i * n + k: name for k in range(n) for i, name in enumerate(names)}
         if isinstance(optimizer, opt.Optimizer):
             if optimizer.rescale_grad != rescale_grad:
                 warnings.warn("Optimizer created manually outside Module but rescale_grad is "
                               f"not normalized to 1.0/batch_size/num_workers "
                               f"({optimizer.rescale_grad} vs. {rescale_grad}). Is this "
                               "intended?", stacklevel=3)
+            if not optimizer.idx2name:
+                optimizer.idx2name = idx2name
             return optimizer
-        names = self._exec_group.param_names
-        if update_on_kvstore:
-            idx2name = dict(enumerate(names))
-        else:
-            n = self._exec_group.num_device
-            idx2name = {i * n + k: name for i, name in enumerate(names) for k in range(n)}
         params = dict(optimizer_params)
         params.setdefault("rescale_grad", rescale_grad)
         return opt.create(optimizer, sym=self._symbol, param_idx2name=idx2name, **params)

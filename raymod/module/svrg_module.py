@@ -19,8 +19,12 @@ Departures from MXNet 1.9.1 (``mx.contrib.svrg_optimization``):
   symbol), not ``name + "_full"`` (see :mod:`raymod.optimizer.svrg`).
 - ``fit`` also refreshes at its first epoch when no full gradient exists yet (resuming
   at an epoch that is not a multiple of ``update_freq``); MXNet would run with ``mu = 0``.
-- A training forward or ``update`` before the first ``update_full_grads`` raises
-  :class:`StageError` instead of using an uninitialized snapshot.
+- ``forward(batch)`` with ``is_train`` left None trains both modules when bound for
+  training (MXNet runs the snapshot module only for an explicit ``is_train=True``).
+
+As in MXNet, ``mu`` is zero from ``init_optimizer`` until the first full-gradient pass, so
+``forward``/``backward``/``update`` can be driven by hand before it (the snapshot module
+then needs parameters: ``update_full_grads``, or ``_mod_aux.init_params``/``set_params``).
 - Gradient compression is refused: it would also quantise ``mu`` on its way through the
   kvstore.
 """
@@ -137,6 +141,7 @@ class SVRGModule(Module):
         self._mod_aux = Module(**args)  # holds the snapshot weights w~
         self._ctx_len = len(self._context)
         self._param_dict: list[dict] | None = None  # per device: name -> this device's mu
+        self._full_grads_ready = False  # mu computed (or restored), not the initial zeros
         # how far the snapshot module got on the current batch: None, "forward", "backward"
         self._aux_step: str | None = None
         self._keep_full_grads = False  # resumed mid-epoch: w~ and mu came with the checkpoint
@@ -171,13 +176,15 @@ class SVRGModule(Module):
 
         With a kvstore, each parameter also gets a full-gradient key
         (``FULL_GRAD_PREFIX + name``), through which the devices' full gradients are summed.
-        The full gradient is cleared: ``fit`` (or :meth:`update_full_grads`) recomputes it.
+        The full gradient is cleared to zeros (per device, as MXNet): ``fit`` (or
+        :meth:`update_full_grads`) recomputes it.
         """
         ignored = self.optimizer_initialized and not force_init  # Module warns and returns
         super().init_optimizer(kvstore, optimizer, optimizer_params, force_init)
         if ignored:
             return
-        self._param_dict = None
+        self._full_grads_ready = False
+        self._param_dict = self._zero_full_grads()
         if self._remote:  # mu lives on the servers, added to each step's gradient there
             self._kvstore.add_correction_keys(
                 {name: full_grad_key(name) for name in self._param_names
@@ -198,6 +205,15 @@ class SVRGModule(Module):
         return inner if isinstance(inner, _SVRGOptimizer) else _SVRGOptimizer(inner)
 
     # ---- full gradients ---------------------------------------------------------------------
+    def _zero_full_grads(self) -> list[dict]:
+        """Per device, a zero full gradient for every parameter, on that device."""
+        if self._remote:
+            return [{n: np.zeros_like(a) for n, a in self._arg_params.items()}]
+        group = self._exec_group
+        return [{name: array_module(context_of(arrays[k])).zeros_like(arrays[k])
+                 for name, arrays in zip(group.param_names, group.param_arrays)}
+                for k in range(self._ctx_len)]
+
     def update_full_grads(self, train_data: Any) -> None:
         """Take the snapshot ``w~ = w`` and compute the full gradient ``mu`` at it.
 
@@ -220,6 +236,7 @@ class SVRGModule(Module):
             # the servers' optimizer assigns full-gradient keys: mu replaces the old one
             self._kvstore.push([full_grad_key(n) for n in means], list(means.values()))
             self._param_dict = [means]
+            self._full_grads_ready = True
             return
         if not self._mod_aux.binded:
             raise StageError("call bind(..., for_training=True) before update_full_grads")
@@ -258,13 +275,18 @@ class SVRGModule(Module):
         if partial.count <= 0:
             raise ValueError("update_full_grads: train_data yielded no batches")
         means = {name: [s / partial.count for s in parts] for name, parts in partial.sums.items()}
-        if self._kvstore is not None:
-            means = {name: self._accumulate_kvstore(name, parts) for name, parts in means.items()}
-        self._param_dict = [{name: parts[k] for name, parts in means.items()}
-                            for k in range(self._ctx_len)]
+        self._param_dict = [{} for _ in range(self._ctx_len)]
+        for name, parts in means.items():
+            if self._kvstore is not None:
+                self._accumulate_kvstore(name, parts)
+            else:
+                for k, part in enumerate(parts):
+                    self._param_dict[k][name] = part
+        self._full_grads_ready = True
 
     def _accumulate_kvstore(self, name: str, values: list) -> list:
-        """Sum per-device values through ``name``'s full-gradient key; each device's share.
+        """Sum per-device values through ``name``'s full-gradient key (pulled back into
+        ``values``); each device's share becomes its ``mu`` for ``name``, and is returned.
 
         The kvstore later sums the devices' SVRG gradients, so every device contributes
         ``total / num_devices`` and the sum carries ``mu`` once.
@@ -272,13 +294,24 @@ class SVRGModule(Module):
         key = full_grad_key(name)
         self._kvstore.push(key, values)
         self._kvstore.pull(key, out=values)
-        return [v / self._ctx_len for v in values]
+        shares = [values[k] / self._ctx_len for k in range(self._ctx_len)]
+        if self._param_dict is None:
+            self._param_dict = [{} for _ in range(self._ctx_len)]
+        for k, share in enumerate(shares):
+            self._param_dict[k][name] = share
+        return shares
 
     # ---- computation ------------------------------------------------------------------------
     def _require_full_grads(self, action: str) -> None:
-        if self._param_dict is None:
+        if not self._full_grads_ready:
             raise StageError(f"call update_full_grads(train_data) before {action}: SVRG needs "
                              "the snapshot and its full gradient (fit computes them)")
+
+    def _require_snapshot(self) -> None:
+        if not self._mod_aux.params_initialized:
+            raise StageError("SVRGModule: the snapshot module has no parameters for a training "
+                             "forward: call update_full_grads(train_data) first (fit does), or "
+                             "give them with _mod_aux.init_params() / _mod_aux.set_params()")
 
     def forward(self, data_batch: Any, is_train: bool | None = None) -> None:
         """Forward pass; in training mode the snapshot module runs on the same batch.
@@ -297,7 +330,7 @@ class SVRGModule(Module):
                                       "each step as one call per worker; forward(is_train="
                                       "False) works for inference")
         if training:
-            self._require_full_grads("a training forward")
+            self._require_snapshot()
         self._aux_step = None
         super().forward(data_batch, is_train)
         if training:
@@ -315,12 +348,14 @@ class SVRGModule(Module):
         """Replace each gradient by ``g_b(w) - g_b(w~) + mu``, then apply the optimizer.
 
         The optimizer runs where Module runs it (kvstore or local updater), with
-        ``rescale_grad = 1/batch_size``.
+        ``rescale_grad = 1/batch_size``. As in MXNet the rule is applied in place at every
+        call: ``g_b(w~)`` is the snapshot module's last gradient, and ``mu`` is zero before
+        the first :meth:`update_full_grads`.
         """
         self._require(Stage.OPTIMIZER_READY, "update")
-        self._require_full_grads("update")
-        if self._aux_step != "backward":  # the rule must be applied once per backward
-            raise StageError("call forward_backward (training) before each SVRGModule.update")
+        if self._remote:
+            raise NotImplementedError("SVRGModule on workers trains through fit(), which runs "
+                                      "each step as one call per worker")
         self._aux_step = None
         aux_grads = self._mod_aux._exec_group.grad_arrays
         for name, grads, snap in zip(self._exec_group.param_names,
@@ -336,7 +371,7 @@ class SVRGModule(Module):
     def _fit_state_arrays(self) -> dict:
         """The snapshot ``w~`` (``snapshot:<name>``, ``snapshot_aux:<name>``) and the full
         gradient ``mu`` (``full_grad:<device>:<name>``; on workers ``full_grad:<name>``)."""
-        if self._param_dict is None:
+        if not self._full_grads_ready:
             return {}
         if self._remote:
             arrays = {f"snapshot:{n}": v for n, v in self._exec_group.snapshot_values().items()}
@@ -374,6 +409,7 @@ class SVRGModule(Module):
                 k, name = key.split(":", 1)
                 xp = array_module(context_of(grads[name][int(k)]))
                 self._param_dict[int(k)][name] = xp.asarray(value)
+        self._full_grads_ready = True
         self._keep_full_grads = position["nbatch"] > 0
 
     def _remote_step_options(self) -> dict:
@@ -392,6 +428,6 @@ class SVRGModule(Module):
         """Reset the metric; refresh snapshot and full gradient every ``update_freq`` epochs."""
         super()._fit_begin_epoch(epoch, train_data, eval_metric)
         keep, self._keep_full_grads = self._keep_full_grads, False
-        if not keep and (epoch % self.update_freq == 0 or self._param_dict is None):
+        if not keep and (epoch % self.update_freq == 0 or not self._full_grads_ready):
             self.update_full_grads(train_data)
             train_data.reset()

@@ -6,6 +6,7 @@ case-insensitively; :func:`register` adds your own subclass, which needs only
 """
 from .adam import FTML, Adam, Adamax, Nadam
 from .adaptive import AdaDelta, AdaGrad, Ftrl, RMSProp
+from .lamb import LAMB
 from .optimizer import Optimizer, create, get_array_module, register
 from .sgd import NAG, SGD, SGLD, Signum, Test
 from .updater import Updater, get_updater
@@ -14,4 +15,4 @@ ccSGD = SGD  # MXNet's deprecated name
 
 __all__ = ["Optimizer", "create", "register", "get_updater", "Updater", "get_array_module",
            "SGD", "ccSGD", "NAG", "Signum", "SGLD", "Test", "Adam", "Adamax", "Nadam", "FTML",
-           "AdaGrad", "RMSProp", "AdaDelta", "Ftrl"]
+           "AdaGrad", "RMSProp", "AdaDelta", "Ftrl", "LAMB"]

@@ -460,14 +460,17 @@ class GRUCell(BaseRNNCell):
 def _merge_params(owner: BaseRNNCell, cells: Sequence[BaseRNNCell], override: bool,
                   what: str) -> None:
     """Pool the child cells' weight variables into ``owner``'s container (and, with
-    ``override``, the owner's variables into the children's)."""
+    ``override``, the owner's variables into the children's).
+
+    Goes through ``cell.params``, which for a modifier cell is the wrapped cell's container.
+    """
     for cell in cells:
         if override:
             if not cell._own_params:
                 raise MXNetError(f"give params either to the {what} or to its cells, not both")
-            cell._params._params.update(owner._params._params)
+            cell.params._params.update(owner._params._params)
     for cell in cells:
-        owner._params._params.update(cell._params._params)
+        owner._params._params.update(cell.params._params)
 
 
 class SequentialRNNCell(BaseRNNCell):

@@ -31,8 +31,9 @@ def encode_sentences(sentences: Sequence[Sequence[Hashable]], vocab: dict | None
         The first id given to a token.
     unknown_token : str, optional
         Only used with a given ``vocab``: the token that stands for every token not in it
-        (added to the vocabulary if missing). Without it, a token not in a given ``vocab``
-        is an error. A new vocabulary simply takes every token.
+        (added to the vocabulary if missing, with the next free id counted from
+        ``start_label``). Without it, a token not in a given ``vocab`` is an error. A new
+        vocabulary simply takes every token.
 
     Returns
     -------
@@ -48,25 +49,25 @@ def encode_sentences(sentences: Sequence[Sequence[Hashable]], vocab: dict | None
 
     Notes
     -----
-    Without ``unknown_token`` and for a new vocabulary this gives MXNet 1.9.1's ids exactly.
+    New ids count up from ``start_label``, skipping ``invalid_label``, as in MXNet 1.9.1,
+    which gives the same ids for a new vocabulary and for MXNet's own given-vocabulary test.
     Two defects of MXNet are corrected: it gave ``unknown_token`` a fresh id for every
-    unknown token it met (so each got a different id), also when building a new
-    vocabulary; and with a given ``vocab`` it counted new ids from ``start_label`` whatever
-    ids the vocabulary already used. Here the unknown token keeps one id, and new ids start
-    after the largest id of the given vocabulary.
+    unknown token it met (so each got a different id, and the vocabulary kept only the
+    last), also when building a new vocabulary; and with a given ``vocab`` it could hand
+    out an id the vocabulary already used. Here the unknown token keeps one id, and ids
+    already in the given vocabulary are skipped.
     """
     new_vocab = vocab is None
     if new_vocab:
         vocab = {invalid_key: invalid_label}
-        next_id = start_label
-    else:
-        used = [v for v in vocab.values() if isinstance(v, (int, np.integer))]
-        next_id = max([start_label] + [int(v) + 1 for v in used])
+    taken = {int(v) for v in vocab.values() if isinstance(v, (int, np.integer))}
+    next_id = start_label
 
     def fresh_id() -> int:
         nonlocal next_id
-        if next_id == invalid_label:
+        while next_id == invalid_label or next_id in taken:
             next_id += 1
+        taken.add(next_id)
         next_id += 1
         return next_id - 1
 

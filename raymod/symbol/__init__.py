@@ -1,11 +1,14 @@
 """``rm.sym`` / ``rm.symbol``: build graphs with MXNet's symbolic API.
 
 Every registered operator is a function here under its MXNet name(s), e.g.
-``rm.sym.FullyConnected(data, num_hidden=10, name='fc1')``.
+``rm.sym.FullyConnected(data, num_hidden=10, name='fc1')``. As MXNet's generated functions,
+they also take everything positionally: the op's inputs (arguments, then auxiliary states;
+None for one the op should create), then its attributes in declaration order, then ``name``
+and ``attr`` (``rm.sym.Dropout(data, 0.5)``).
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from ..ops import OPS
 from .naming import AttrScope, NameManager, Prefix
@@ -24,6 +27,23 @@ def _op_function(op_name: str) -> Callable[..., Symbol]:
 
 for _name in OPS.names():
     globals()[_name] = _op_function(_name)
+
+
+from .arith import maximum, minimum, pow, power  # noqa: E402,A004 - after the op functions
+
+
+def zeros(shape: Any, dtype: Any = None, **kwargs: Any) -> Symbol:
+    """A ``_zeros`` node: zeros of ``shape`` (0 dims inferred) and ``dtype`` (default float32).
+
+    As MXNet's ``mx.sym.zeros``, a function taking ``shape, dtype`` positionally, where the
+    ``_zeros`` op itself declares ``shape, ctx, dtype``.
+    """
+    return create("_zeros", [], {"shape": shape, "dtype": dtype or "float32", **kwargs})
+
+
+def ones(shape: Any, dtype: Any = None, **kwargs: Any) -> Symbol:
+    """A ``_ones`` node: ones of ``shape`` and ``dtype`` (default float32); see :func:`zeros`."""
+    return create("_ones", [], {"shape": shape, "dtype": dtype or "float32", **kwargs})
 
 
 def __getattr__(name: str) -> Callable[..., Symbol]:

@@ -430,6 +430,8 @@ def create(op_name: str, args: Sequence[Symbol], kwargs: dict[str, Any],
     """Apply the op registered as ``op_name`` to symbols; the body of every ``rm.sym.<Op>``."""
     op_cls = OPS.get(op_name)
     kwargs = dict(kwargs)
+    if not op_cls.variadic:
+        args, name, attr = _positional_as_keywords(op_cls, op_name, args, kwargs, name, attr)
     name = kwargs.pop("name", name)
     attr = kwargs.pop("attr", attr)
     inputs = {k: v for k, v in kwargs.items() if isinstance(v, Symbol)}
@@ -456,9 +458,9 @@ def create(op_name: str, args: Sequence[Symbol], kwargs: dict[str, Any],
     name = naming.current().get(name, hint or op_name.lower())
     arg_names = op.list_arguments()
     slots = arg_names + op.list_auxiliary_states()
-    if len(args) > len(arg_names):
+    if len(args) > len(slots):  # arguments, then auxiliary states, as in MXNet
         raise MXNetError(f"{op_name} '{name}': {len(args)} positional inputs given, it takes "
-                         f"{len(arg_names)} ({', '.join(arg_names)})")
+                         f"{len(slots)} ({', '.join(slots)})")
     unknown = set(inputs) - set(slots)
     if unknown:
         raise MXNetError(f"{op_name} '{name}': unknown input(s) {names_list(unknown)}; "
@@ -479,6 +481,47 @@ def create(op_name: str, args: Sequence[Symbol], kwargs: dict[str, Any],
         entries.append(given.outputs[0])
     node = Node(op, name, node_attrs, entries)
     return Symbol([(node, i) for i in range(op.num_visible_outputs())])
+
+
+def _positional_as_keywords(op_cls: type, op_name: str, args: Sequence[Any], kwargs: dict,
+                            name: str | None, attr: dict | None) -> tuple[list, Any, Any]:
+    """Move positional arguments into ``kwargs`` by MXNet's generated signature: every input
+    slot (arguments, then auxiliary states; a Symbol or None), then the attributes in the
+    op's declared order, then ``name`` and ``attr``. Returns ``([], name, attr)``.
+
+    Symbols alone are left positional (matched to the op instance's inputs, which may
+    depend on its attributes, e.g. a custom op's)."""
+    if all(isinstance(a, Symbol) for a in args):
+        return list(args), name, attr
+    slots = list(op_cls.inputs) + list(op_cls.aux)
+    signature = slots + list(op_cls.params) + ["name", "attr"]
+    if len(args) > len(signature):
+        raise TypeError(f"{op_name} takes at most {len(signature)} positional arguments "
+                        f"({', '.join(signature)}), got {len(args)}")
+    for i, (key, value) in enumerate(zip(signature, args)):
+        if i < len(slots):
+            if value is None:
+                continue
+            if not isinstance(value, Symbol):
+                raise TypeError(f"{op_name}: input {key!r} (positional argument {i + 1}) must be "
+                                f"a Symbol, got {value!r}")
+        elif key == "name":
+            if not isinstance(value, str) or name is not None:
+                raise TypeError(f"{op_name}: positional argument {i + 1} is 'name' (after the "
+                                f"{len(op_cls.params)} attributes); expected a str given once, "
+                                f"got {value!r}")
+            name = value
+            continue
+        elif key == "attr":
+            if not isinstance(value, dict) or attr is not None:
+                raise TypeError(f"{op_name}: positional argument {i + 1} is 'attr'; expected a "
+                                f"dict given once, got {value!r}")
+            attr = value
+            continue
+        if key in kwargs:
+            raise TypeError(f"{op_name} got attribute {key!r} both by position and by keyword")
+        kwargs[key] = value
+    return [], name, attr
 
 
 def load_json(json_str: str) -> Symbol:

@@ -121,3 +121,17 @@ def test_encode_sentences_with_a_given_vocab():
     encoded, extended = rnn.encode_sentences([["a", "q", "r", "b"]], vocab=dict(vocab),
                                              unknown_token="<unk>")
     assert encoded == [[0, 2, 2, 1]] and extended["<unk>"] == 2 and "q" not in extended
+
+
+def test_encode_sentences_numbers_new_ids_from_start_label_as_mxnet():
+    # MXNet 1.9.1's test_rnn.py::test_encode_sentences
+    vocab = {"a": 1, "b": 2, "c": 3}
+    encoded, vocab = rnn.encode_sentences([["a", "b", "c"], ["b", "c", "d"]], vocab=vocab,
+                                          invalid_label=-1, invalid_key="\n", start_label=0,
+                                          unknown_token="UNK")
+    assert vocab == {"a": 1, "b": 2, "c": 3, "UNK": 0}
+    assert encoded == [[1, 2, 3], [2, 3, 0]]
+    # counting from start_label skips invalid_label and, unlike MXNet, ids already taken
+    encoded, vocab = rnn.encode_sentences([["x", "q"]], vocab={"x": 0, "\n": 1},
+                                          invalid_label=2, start_label=0, unknown_token="<u>")
+    assert encoded == [[0, 3]] and vocab["<u>"] == 3

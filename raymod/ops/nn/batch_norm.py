@@ -22,8 +22,9 @@ class BatchNorm(Op):
     deviation* ``1 / sqrt(var + eps)`` under the name ``var``. float16 data keeps float32
     parameters and statistics. ``cudnn_off`` and the calibration ranges are accepted and ignored.
 
-    Backward keeps ``data``, ``gamma`` (unless ``fix_gamma``), and the per-channel mean and
-    inverse standard deviation.
+    Backward keeps ``data``, ``gamma`` (unless ``fix_gamma``), the per-channel mean and
+    inverse standard deviation, and whether they were the batch's: after an inference
+    forward they are the moving statistics, which the gradient treats as constants.
     """
 
     name = "BatchNorm"
@@ -84,7 +85,8 @@ class BatchNorm(Op):
         axis = self._axis(x.ndim)
         red = tuple(i for i in range(x.ndim) if i != axis)
         xc = x.astype(gamma.dtype, copy=False)  # float16 data: compute in float32
-        if is_train and not self.use_global_stats:
+        batch_stats = is_train and not self.use_global_stats
+        if batch_stats:
             mean = xc.mean(axis=red)
             var = xc.var(axis=red)
             m = self.momentum
@@ -98,17 +100,18 @@ class BatchNorm(Op):
         shape = self._stat_shape(x)
         scale = inv_std if self.fix_gamma else gamma * inv_std
         y = (xc - mean.reshape(shape)) * scale.reshape(shape) + beta.reshape(shape)
-        return [y.astype(x.dtype, copy=False), mean, inv_std], (mean, inv_std)
+        return [y.astype(x.dtype, copy=False), mean, inv_std], (mean, inv_std, batch_stats)
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
         x, gamma = inputs[0], inputs[1]
-        mean, inv_std = saved
+        mean, inv_std, used_batch_stats = saved
         axis = self._axis(x.ndim)
         red = tuple(i for i in range(x.ndim) if i != axis)
         shape = self._stat_shape(x)
         g = out_grads[0].astype(mean.dtype, copy=False)
         want_gamma = need_grad[1] and not self.fix_gamma
-        batch_stats = need_grad[0] and not self.use_global_stats
+        # after an inference forward the statistics were the moving ones: constants
+        batch_stats = need_grad[0] and used_batch_stats
         ggamma = xhat = None
         if want_gamma or batch_stats:
             xhat = (x.astype(mean.dtype, copy=False) - mean.reshape(shape)) \

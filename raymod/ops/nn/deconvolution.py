@@ -7,6 +7,16 @@ from ._im2col import (CONV_PARAMS, batch_last, batch_major, channel_major, check
                       col2im, data_batch_channels, grouped, im2col, spatial_attr)
 
 
+_OWN_PARAMS = {"adj": Param("shape", (), doc="extra output length at the end"),
+               "target_shape": Param("shape", (), doc="output spatial shape; overrides pad, adj"),
+               "no_bias": Param("bool", True), "workspace": Param("int", 512)}
+# MXNet's declaration order (positional arguments follow it): adj, target_shape after pad
+_DECONV_PARAMS = {k: _OWN_PARAMS.get(k) or CONV_PARAMS[k]
+                  for k in ("kernel", "stride", "dilate", "pad", "adj", "target_shape",
+                            "num_filter", "num_group", "workspace", "no_bias", "cudnn_tune",
+                            "cudnn_off", "layout")}
+
+
 class Deconvolution(Op):
     """Transposed convolution of ``data`` (N, C, *spatial) with ``weight`` (C, F/G, *kernel).
 
@@ -31,9 +41,7 @@ class Deconvolution(Op):
     """
 
     name = "Deconvolution"
-    params = {**CONV_PARAMS, "adj": Param("shape", (), doc="extra output length at the end"),
-              "target_shape": Param("shape", (), doc="output spatial shape; overrides pad, adj"),
-              "no_bias": Param("bool", True), "workspace": Param("int", 512)}
+    params = _DECONV_PARAMS
     inputs = ("data", "weight", "bias")
     retain_inputs = (0, 1)
 

@@ -9,8 +9,9 @@ from ..base import ElementwiseOp, Op, Param, known, merge_shape
 
 class _Fill(Op):
     inputs = ()
-    params = {"shape": Param("shape", ()), "dtype": Param("dtype", "float32"),
-              "ctx": Param("str", "")}
+    # MXNet's order for _zeros/_ones (rm.sym.zeros/ones are functions taking shape, dtype)
+    params = {"shape": Param("shape", ()), "ctx": Param("str", ""),
+              "dtype": Param("dtype", "float32")}
     # forward needs the shapes the executor inferred: a 0 in `shape` (a batch size) is only
     # known from the graph, and one op instance may serve executors of different shapes
     needs_out_shapes = True

@@ -1,0 +1,120 @@
+"""Executor behaviours MXNet 1.9.1 code relies on: backward after an inference forward,
+outputs that exist from bind on, and ``reshape`` returning views of the original arrays."""
+import numpy as np
+import pytest
+
+import raymod as rm
+from raymod.base import MXNetError
+
+X = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+
+
+def test_backward_after_inference_forward_of_dropout_passes_gradients_through():
+    # MXNet 1.9.1: inference Dropout is the identity, and so is its gradient
+    ex = rm.sym.Dropout(rm.sym.Variable("data"), p=0.5).simple_bind(rm.cpu(), data=(3, 4))
+    out = ex.forward(is_train=False, data=X)[0]
+    np.testing.assert_array_equal(out, X)
+    ex.backward([np.full((3, 4), 2.0, np.float32)])
+    np.testing.assert_array_equal(ex.grad_dict["data"], np.full((3, 4), 2.0))
+
+
+def test_backward_after_inference_forward_matches_training_forward_for_deterministic_ops():
+    net = rm.sym.FullyConnected(rm.sym.Variable("data"), num_hidden=2, name="fc")
+    ex = net.simple_bind(rm.cpu(), data=(3, 4))
+    ex.arg_dict["fc_weight"][...] = np.linspace(-1, 1, 8).reshape(2, 4)
+    ex.arg_dict["fc_bias"][...] = [0.5, -0.5]
+    head = np.array([[1, 2], [3, 4], [5, 6]], np.float32)
+    ex.forward(is_train=True, data=X)
+    ex.backward([head])
+    trained = {k: v.copy() for k, v in ex.grad_dict.items()}
+    ex.forward(is_train=False, data=X)
+    ex.backward([head])
+    for name, grad in trained.items():
+        np.testing.assert_allclose(ex.grad_dict[name], grad, rtol=1e-6)
+
+
+def test_backward_after_inference_forward_of_batch_norm_is_the_inference_gradient():
+    # the inference forward normalises with the moving statistics, which are constants
+    net = rm.sym.BatchNorm(rm.sym.Variable("data"), fix_gamma=False, eps=1e-3, name="bn")
+    ex = net.simple_bind(rm.cpu(), data=(3, 4))
+    gamma, beta = np.array([1.0, 2.0, 0.5, -1.0]), np.array([0.1, 0.2, 0.3, 0.4])
+    mean, var = np.array([1.0, 5.0, 6.0, 7.0]), np.array([2.0, 4.0, 9.0, 16.0])
+    ex.arg_dict["bn_gamma"][...] = gamma
+    ex.arg_dict["bn_beta"][...] = beta
+    ex.aux_dict["bn_moving_mean"][...] = mean
+    ex.aux_dict["bn_moving_var"][...] = var
+    out = ex.forward(is_train=False, data=X)[0]
+    inv_std = 1 / np.sqrt(var + 1e-3)
+    np.testing.assert_allclose(out, (X - mean) * inv_std * gamma + beta, rtol=1e-5)
+    head = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
+    ex.backward([head])
+    np.testing.assert_allclose(ex.grad_dict["data"], head * gamma * inv_std, rtol=1e-5)
+    np.testing.assert_allclose(ex.grad_dict["bn_gamma"],
+                               (head * (X - mean) * inv_std).sum(0), rtol=1e-5)
+    np.testing.assert_allclose(ex.grad_dict["bn_beta"], head.sum(0), rtol=1e-5)
+    # the moving statistics were not touched
+    np.testing.assert_array_equal(ex.aux_dict["bn_moving_mean"], mean)
+
+
+def test_backward_needs_some_forward_first():
+    ex = rm.sym.Dropout(rm.sym.Variable("data"), p=0.5).simple_bind(rm.cpu(), data=(3, 4))
+    with pytest.raises(MXNetError, match="forward"):
+        ex.backward([np.ones((3, 4), np.float32)])
+
+
+def test_outputs_exist_before_the_first_forward():
+    data = rm.sym.Variable("data")
+    net = rm.sym.Group([rm.sym.FullyConnected(data, num_hidden=2, name="fc"), data])
+    ex = net.simple_bind(rm.cpu(), data=(3, 4), type_dict={"data": np.float64})
+    assert [o.shape for o in ex.outputs] == [(3, 2), (3, 4)]
+    assert [o.dtype for o in ex.outputs] == [np.float64, np.float64]
+    assert ex.outputs[1] is ex.arg_dict["data"]  # a variable head is its argument array
+    assert list(ex.output_dict) == ["fc_output", "data"]
+
+
+def _fc_softmax():
+    net = rm.sym.FullyConnected(rm.sym.Variable("data"), num_hidden=2, name="fc")
+    net = rm.sym.SoftmaxOutput(net, name="sm")
+    ex = net.simple_bind(rm.cpu(), data=(4, 3))
+    ex.arg_dict["data"][...] = np.arange(12).reshape(4, 3)
+    ex.arg_dict["fc_weight"][...] = 1
+    return ex
+
+
+def test_reshape_to_a_smaller_batch_returns_views_of_the_original_arrays():
+    ex = _fc_softmax()
+    small = ex.reshape(partial_shaping=True, data=(2, 3))
+    np.testing.assert_array_equal(small.arg_dict["data"], [[0, 1, 2], [3, 4, 5]])
+    small.arg_dict["data"][...] = -1  # writes land in the original, as in MXNet
+    np.testing.assert_array_equal(ex.arg_dict["data"][:2], -np.ones((2, 3)))
+    assert small.arg_dict["fc_weight"] is ex.arg_dict["fc_weight"]
+    assert small.grad_dict["fc_weight"] is ex.grad_dict["fc_weight"]
+    assert np.shares_memory(small.arg_dict["sm_label"], ex.arg_dict["sm_label"])
+    assert small.arg_dict["sm_label"].shape == (2,)
+    out = small.forward(is_train=True)[0]
+    assert out.shape == (2, 2)
+    small.backward()
+    assert small.grad_dict["data"].shape == (2, 3)
+
+
+def test_reshape_checks_as_mxnet():
+    ex = _fc_softmax()
+    # the label's shape follows the batch but was not given
+    with pytest.raises(MXNetError, match="sm_label.*partial_shaping=True"):
+        ex.reshape(data=(2, 3))
+    both = ex.reshape(data=(2, 3), sm_label=(2,))
+    assert np.shares_memory(both.arg_dict["data"], ex.arg_dict["data"])
+    with pytest.raises(MXNetError, match="data.*larger.*allow_up_sizing=True"):
+        ex.reshape(partial_shaping=True, data=(8, 3))
+    big = ex.reshape(partial_shaping=True, allow_up_sizing=True, data=(8, 3))
+    assert big.arg_dict["data"].shape == (8, 3)
+    assert not np.shares_memory(big.arg_dict["data"], ex.arg_dict["data"])
+    assert big.arg_dict["fc_weight"] is ex.arg_dict["fc_weight"]
+
+
+def test_reshape_of_a_parameter_is_a_view_of_its_first_elements():
+    ex = _fc_softmax()
+    ex.arg_dict["fc_weight"][...] = np.arange(6).reshape(2, 3)
+    narrow = ex.reshape(partial_shaping=True, data=(4, 2))
+    np.testing.assert_array_equal(narrow.arg_dict["fc_weight"], [[0, 1], [2, 3]])
+    assert np.shares_memory(narrow.arg_dict["fc_weight"], ex.arg_dict["fc_weight"])
