@@ -188,6 +188,8 @@ class Worker:
         self.refresh(weights, in_place=not svrg)
         clock.lap("refresh")
         states, published = {}, {}
+        if self.monitor is not None:  # one monitor step per training step, all slices in it
+            self.monitor.tic()
         for task in tasks:
             self._bind_grads(step)
             group, batch = self._forward(task, True)
@@ -204,6 +206,8 @@ class Worker:
             clock.lap("compute")
             published.update(self._push(step, task["slice"], grads, task.get("num_slices")))
             clock.lap("push")
+        if self.monitor is not None:  # printed in this worker's log, which Ray forwards
+            self.monitor.toc_print()
         return {"rank": self.rank, "metrics": states, "published": published,
                 "seconds": clock.laps}
 

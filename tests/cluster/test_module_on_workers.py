@@ -211,3 +211,22 @@ def test_checkpoint_with_server_optimizer_states_resumes_exactly(tmp_path, close
     with pytest.warns(UserWarning, match="already initialized"):
         assert_close(uninterrupted, fit(local, 2, 4, kvstore="local"), 1e-5)
     assert local._kvstore is None and set(local._updater.states) == set(range(6))
+
+
+def test_monitor_collects_on_the_workers(tmp_path, close_modules):
+    # the statistic runs inside the worker actors: it leaves its trace in a file
+    trace = tmp_path / "stats.txt"
+
+    def record(array):
+        with open(trace, "a") as f:
+            f.write(f"{array.shape}\n")
+        return float(np.abs(array).mean())
+
+    x, y = data((20,), n=120)
+    mod = rm.mod.Module(mlp(), workers=2)
+    close_modules(mod)
+    mod.fit(rm.io.NDArrayIter(x, y, batch_size=60), num_epoch=1,
+            monitor=rm.mon.Monitor(1, record, pattern=".*output"))
+    lines = trace.read_text().splitlines()
+    # 2 steps, each slice's forward reports every op output matching the pattern
+    assert len(lines) >= 2 * 3, lines
