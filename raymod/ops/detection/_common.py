@@ -11,16 +11,16 @@ FLT_MAX = 3.4028234663852886e38
 
 
 def c_exp(xp, x):
-    """``exp`` rounded as C's ``expf``/``exp`` round it: through float64 for float32 inputs.
+    """``exp`` correctly rounded, as C's ``expf`` gives it: through float64 for float32.
 
     numpy's float32 ``exp`` is off by an ulp in about a tenth of cases; MXNet's CPU ops call
-    the C library, whose result is (almost always) the correctly rounded one.
+    the C library, whose ``expf`` agreed with the rounded float64 result in every case tried.
     """
     return xp.exp(x.astype(xp.float64)).astype(x.dtype) if x.dtype.itemsize < 8 else xp.exp(x)
 
 
 def c_log(xp, x):
-    """``log`` rounded as C's ``logf``/``log`` round it (see :func:`c_exp`)."""
+    """``log`` correctly rounded (glibc's ``logf``, used by MXNet, is an ulp off at times)."""
     return xp.log(x.astype(xp.float64)).astype(x.dtype) if x.dtype.itemsize < 8 else xp.log(x)
 
 
