@@ -77,7 +77,8 @@ def make_inputs(rng, count, objects_per_image, classes=4, grid=None):
         anchor[..., 2:] = np.maximum(anchor[..., 2:], anchor[..., :2] + 1 / grid)
         real = label[:, :, :1] != -1
         label[:, :, 1:] = np.where(real, np.round(label[:, :, 1:] * grid) / grid, -1)
-        label[:, :, 3:] = np.where(real, np.maximum(label[:, :, 3:], label[:, :, 1:3] + 1 / grid), -1)
+        grown = np.maximum(label[:, :, 3:], label[:, :, 1:3] + 1 / grid)
+        label[:, :, 3:] = np.where(real, grown, -1)
     cls_pred = rng.standard_normal((len(objects_per_image), classes + 1, count))
     return {"anchor": anchor, "label": label, "cls_pred": cls_pred}
 
@@ -116,9 +117,9 @@ def test_multibox_target_shapes_and_errors():
     assert outs == [(8, 400), (8, 400), (8, 100)]
     with pytest.raises(ShapeError, match=r"MultiBoxTarget.*anchor must be \(1, num_anchors, 4\)"):
         sym.infer_shape(anchor=(2, 100, 4), label=(8, 20, 5), cls_pred=(8, 21, 100))
-    with pytest.raises(ShapeError, match=r"MultiBoxTarget.*label rows need at least 5.*\(8, 20, 4\)"):
+    with pytest.raises(ShapeError, match=r"MultiBoxTarget.*label rows need at least 5"):
         sym.infer_shape(anchor=(1, 100, 4), label=(8, 20, 4), cls_pred=(8, 21, 100))
-    with pytest.raises(ShapeError, match=r"MultiBoxTarget.*cls_pred must be \(batch, classes, anch"):
+    with pytest.raises(ShapeError, match=r"MultiBoxTarget.*cls_pred must be \(batch, classes"):
         sym.infer_shape(anchor=(1, 100, 4), label=(8, 20, 5), cls_pred=(8, 21, 99))
     with pytest.raises(ShapeError, match=r"MultiBoxTarget.*label must be 3-D"):
         sym.infer_shape(anchor=(1, 100, 4), label=(8, 100), cls_pred=(8, 21, 100))
