@@ -41,19 +41,56 @@ def float_tuple(op: str, key: str, value: Any, length: int | None = None) -> tup
     return out
 
 
-def greedy_nms(xp, candidates, suppresses: Callable, max_keep: int | None = None):
+def greedy_nms(xp, data, candidates, rule: Callable, groups=None, max_keep: int | None = None):
     """Greedy non-maximum suppression over rows of boxes already sorted by score.
 
-    ``candidates`` is a (batch, n) boolean array of the positions taking part.
-    ``suppresses(ref)`` gets, per batch row, the position of the box just kept and returns a
-    (batch, n) boolean array of the positions that box suppresses. At most ``max_keep`` boxes
-    are kept per row. Returns the (batch, n) boolean mask of kept positions.
+    ``data`` (batch, n, k) holds what ``rule`` needs per box (corners, area, ...);
+    ``candidates`` (batch, n) marks the boxes taking part. ``rule(xp, ref, data)`` gets the box
+    just kept in every row (rows, k) and the boxes of those rows (rows, m, k) and returns
+    which of them it suppresses (rows, m). With ``groups`` (batch, n), boxes only suppress
+    boxes of their own group (class): each group then runs as a row of its own, which
+    divides the work by about the number of groups. At most ``max_keep`` boxes are kept per
+    row (only without groups). Returns the (batch, n) boolean mask of kept boxes.
 
-    The loop runs once per kept box (every row advances together), each step one vectorised
-    overlap row; the greedy order makes the steps inherently sequential.
+    The loop runs once per kept box of the longest row (all rows advance together), each
+    step one vectorised overlap row: the greedy order makes the steps sequential.
     """
-    alive = candidates.copy()
+    batch, n = candidates.shape
+    used = xp.flatnonzero(candidates.any(axis=0))
+    width = int(used[-1]) + 1 if used.size else 0  # columns past the last candidate never matter
+    kept = xp.zeros((batch, n), bool)
+    if width == 0:
+        return kept
+    data, candidates = data[:, :width], candidates[:, :width]
+    if groups is None:
+        kept[:, :width] = _greedy_rows(xp, data, candidates, rule, max_keep)
+        return kept
+    # one row per (image, group): candidates ordered by group, score order kept inside
+    key = xp.where(candidates, groups[:, :width], xp.inf)
+    order = xp.argsort(key, axis=1, kind="stable")
+    key = xp.take_along_axis(key, order, axis=1)
+    pos = xp.arange(width)
+    starts = xp.concatenate([xp.ones((batch, 1), bool), key[:, 1:] != key[:, :-1]], axis=1)
+    group = xp.cumsum(starts, axis=1) - 1
+    within = pos - xp.maximum.accumulate(xp.where(starts, pos, 0), axis=1)
+    real = xp.isfinite(key)
+    rows, cols = int(group.max()) + 1, int(within[real].max()) + 1
+    slot = xp.full((batch, rows, cols), -1, xp.int64)
+    b = xp.broadcast_to(xp.arange(batch)[:, None], order.shape)
+    slot[b[real], group[real], within[real]] = order[real]
+    slot = slot.reshape(batch * rows, cols)
+    owner = xp.repeat(xp.arange(batch), rows)[:, None]
+    row_kept = _greedy_rows(xp, data[owner, xp.maximum(slot, 0)], slot >= 0, rule, None)
+    hit = row_kept & (slot >= 0)
+    kept[xp.broadcast_to(owner, slot.shape)[hit], slot[hit]] = True
+    return kept
+
+
+def _greedy_rows(xp, data, alive, rule: Callable, max_keep: int | None):
+    """The greedy loop of :func:`greedy_nms` on independent rows."""
+    alive = alive.copy()
     kept = xp.zeros_like(alive)
+    column = xp.broadcast_to(xp.arange(alive.shape[1]), alive.shape)  # original column
     rows = xp.arange(alive.shape[0])
     steps = 0
     while max_keep is None or steps < max_keep:
@@ -61,8 +98,19 @@ def greedy_nms(xp, candidates, suppresses: Callable, max_keep: int | None = None
         found = alive[rows, ref]
         if not bool(found.any()):
             break
-        kept[rows, ref] |= found
+        kept[rows, column[rows, ref]] |= found
         alive[rows, ref] = False
-        alive &= ~(suppresses(ref) & found[:, None])
+        # columns before the slowest row's box are settled in every row
+        lo = int(xp.where(found, ref, alive.shape[1]).min())
+        alive[:, lo:] &= ~(rule(xp, data[rows, ref], data[:, lo:]) & found[:, None])
         steps += 1
+        remaining = int(alive.sum(axis=1).max())
+        if remaining == 0:
+            break
+        if remaining <= alive.shape[1] // 2:
+            # drop settled columns (keeping the order of the rest): later steps scan less
+            order = xp.argsort(~alive, axis=1, kind="stable")[:, :remaining]
+            alive = xp.take_along_axis(alive, order, axis=1)
+            column = xp.take_along_axis(column, order, axis=1)
+            data = xp.take_along_axis(data, order[..., None], axis=1)
     return kept

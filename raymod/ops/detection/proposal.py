@@ -85,6 +85,7 @@ class _RPNProposal(Op):
     def forward(self, xp, inputs, aux, is_train):
         cls, deltas, info = inputs
         n, _, h, w = cls.shape
+        dt = cls.dtype.type
         boxes, scores = self._decode(xp, cls, deltas, info)
         count = boxes.shape[1]
         pre = min(count, self.rpn_pre_nms_top_n) if self.rpn_pre_nms_top_n > 0 else count
@@ -92,8 +93,9 @@ class _RPNProposal(Op):
         rows = xp.arange(n)[:, None]
         order = xp.argsort(-scores, axis=1, kind="stable")[:, :pre]
         boxes, scores = boxes[rows, order], scores[rows, order]
-        kept = greedy_nms(xp, xp.ones((n, pre), bool), self._overlaps(xp, boxes),
-                          max_keep=min(post, pre))
+        area = (boxes[..., 2] - boxes[..., 0] + dt(1)) * (boxes[..., 3] - boxes[..., 1] + dt(1))
+        kept = greedy_nms(xp, xp.concatenate([boxes, area[..., None]], axis=2),
+                          xp.ones((n, pre), bool), self._suppresses, max_keep=min(post, pre))
         # kept boxes in score order, then the list repeated until post_nms_top_n rows
         first = xp.argsort(~kept, axis=1, kind="stable")
         pick = first[rows, xp.arange(post)[None, :] % kept.sum(axis=1)[:, None]]
@@ -145,23 +147,15 @@ class _RPNProposal(Op):
         scores = xp.where(small, dt(-1), scores)
         return xp.stack(boxes, axis=-1).reshape(n, -1, 4), scores.reshape(n, -1)
 
-    def _overlaps(self, xp, boxes):
+    def _suppresses(self, xp, ref, boxes):
         """The NMS rule: IoU in pixel units (+1 on widths) above ``threshold`` suppresses."""
         dt = boxes.dtype.type
-        x1, y1, x2, y2 = (boxes[..., k] for k in range(4))
-        area = (x2 - x1 + dt(1)) * (y2 - y1 + dt(1))
-        rows = xp.arange(boxes.shape[0])
-        limit = dt(_F32(self.threshold))
-
-        def suppresses(ref):
-            r = (rows, ref)
-            iw = xp.maximum(dt(0), xp.minimum(x2[r][:, None], x2) - xp.maximum(x1[r][:, None], x1)
-                            + dt(1))
-            ih = xp.maximum(dt(0), xp.minimum(y2[r][:, None], y2) - xp.maximum(y1[r][:, None], y1)
-                            + dt(1))
-            inter = iw * ih
-            return inter / (area[r][:, None] + area - inter) > limit
-        return suppresses
+        iw = xp.maximum(dt(0), xp.minimum(ref[:, None, 2], boxes[..., 2])
+                        - xp.maximum(ref[:, None, 0], boxes[..., 0]) + dt(1))
+        ih = xp.maximum(dt(0), xp.minimum(ref[:, None, 3], boxes[..., 3])
+                        - xp.maximum(ref[:, None, 1], boxes[..., 1]) + dt(1))
+        inter = iw * ih
+        return inter / (ref[:, None, 4] + boxes[..., 4] - inter) > dt(_F32(self.threshold))
 
 
 class Proposal(_RPNProposal):
