@@ -107,3 +107,58 @@ def test_multibox_detection_shapes_and_errors():
     with pytest.raises(AttributeValueError, match=r"MultiBoxDetection.*'variances' needs 4"):
         op_symbol("_contrib_MultiBoxDetection", ["cls_prob", "loc_pred", "anchor"],
                   variances=(0.1, 0.2))
+
+
+def ssd_head(rm, classes=2, sizes=(0.3, 0.5), ratios=(1, 2, 0.5)):
+    """A one-scale SSD as MXNet's example builds it: priors, targets, losses, detections."""
+    data, label = rm.sym.var("data"), rm.sym.var("label")
+    body = rm.sym.Activation(rm.sym.Convolution(data, num_filter=8, kernel=(3, 3), pad=(1, 1),
+                                                name="body"), act_type="relu")
+    anchors = rm.sym._contrib_MultiBoxPrior(body, sizes=sizes, ratios=ratios, name="anchors")
+    per_cell = len(sizes) + len(ratios) - 1
+    cls = rm.sym.Convolution(body, num_filter=per_cell * (classes + 1), kernel=(3, 3),
+                             pad=(1, 1), name="cls")
+    cls = rm.sym.transpose(rm.sym.Reshape(rm.sym.transpose(cls, axes=(0, 2, 3, 1)),
+                                          shape=(0, -1, classes + 1)), axes=(0, 2, 1))
+    loc = rm.sym.Convolution(body, num_filter=per_cell * 4, kernel=(3, 3), pad=(1, 1),
+                             name="loc")
+    loc = rm.sym.Flatten(rm.sym.transpose(loc, axes=(0, 2, 3, 1)))
+    target = rm.sym._contrib_MultiBoxTarget(anchors, label, cls, name="target")
+    cls_prob = rm.sym.SoftmaxOutput(cls, label=target[2], ignore_label=-1, use_ignore=True,
+                                    multi_output=True, normalization="valid", name="cls_prob")
+    loc_loss = rm.sym.MakeLoss(rm.sym.smooth_l1(target[1] * (loc - target[0]), scalar=1.0),
+                               normalization="valid", name="loc_loss")
+    det = rm.sym._contrib_MultiBoxDetection(cls_prob, loc, anchors, nms_threshold=0.45,
+                                            nms_topk=50, name="det")
+    return rm.sym.Group([cls_prob, loc_loss, rm.sym.MakeLoss(target[2], grad_scale=0),
+                         rm.sym.MakeLoss(det, grad_scale=0)])
+
+
+def test_ssd_head_trains(rng):
+    """Targets, priors and detections pass no gradient (as MXNet), yet the network learns."""
+    import raymod as rm
+    net = ssd_head(rm)
+    net = rm.sym.load_json(net.tojson())  # the contrib ops' attributes survive JSON
+    data = rng.standard_normal((4, 3, 8, 8)).astype(np.float32)
+    label = -np.ones((4, 3, 5), np.float32)
+    label[:, 0] = [[0, .1, .1, .5, .6], [1, .4, .3, .9, .8], [0, .2, .5, .6, .9],
+                   [1, 0, 0, .4, .4]]
+    mod = rm.mod.Module(net, data_names=["data"], label_names=["label"], context=rm.cpu())
+    mod.bind(data_shapes=[("data", data.shape)], label_shapes=[("label", label.shape)])
+    rm.random.seed(0)
+    mod.init_params(rm.init.Xavier())
+    mod.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.1})
+    batch = rm.io.DataBatch(data=[data], label=[label])
+    losses = []
+    for _ in range(30):
+        mod.forward_backward(batch)
+        mod.update()
+        prob, loc_loss, cls_target, det = (as_numpy(o) for o in mod.get_outputs())
+        target = np.maximum(cls_target, 0)[:, None].astype(int)
+        picked = np.take_along_axis(prob, target, 1)[:, 0]
+        xent = -np.log(picked[cls_target >= 0]).mean()
+        losses.append((xent, loc_loss.sum()))
+    assert det.shape == (4, 256, 6)
+    xent, loc = np.array(losses).T
+    assert (np.diff(xent[::5]) < 0).all() and (np.diff(loc[::5]) < 0).all()
+    assert xent[-1] < 0.7 * xent[0] and loc[-1] < 0.8 * loc[0]
