@@ -4,7 +4,7 @@ import pytest
 from raymod.base import AttributeValueError, ShapeError
 from raymod.context import as_numpy
 from raymod.ops.detection._common import greedy_nms
-from raymod.test_utils import bind, check_forward, check_gradient, op_symbol
+from raymod.test_utils import bind, check_gradient, op_symbol
 
 
 def extent(box, fmt):

@@ -1,4 +1,5 @@
-"""Helpers shared by the detection ops: float-tuple attributes and batched greedy NMS."""
+"""Helpers shared by the detection ops: C-rounded exp/log, float-tuple attributes, batched
+greedy NMS."""
 from __future__ import annotations
 
 import ast
@@ -6,7 +7,7 @@ from typing import Any, Callable
 
 from ...base import AttributeValueError
 
-# MXNet keeps float attributes as C floats; values derived from them are rounded the same way
+# the largest float32, C's FLT_MAX: where MXNet's ROIPooling starts each bin's maximum
 FLT_MAX = 3.4028234663852886e38
 
 
@@ -41,6 +42,11 @@ def float_tuple(op: str, key: str, value: Any, length: int | None = None) -> tup
     return out
 
 
+def true_first(xp, mask):
+    """Per row, the column order that puts ``mask``'s true entries first, both parts in order."""
+    return xp.argsort((~mask).astype(xp.int8), axis=1, kind="stable")  # CuPy sorts no bools
+
+
 def greedy_nms(xp, data, candidates, rule: Callable, groups=None, max_keep: int | None = None):
     """Greedy non-maximum suppression over rows of boxes already sorted by score.
 
@@ -72,11 +78,13 @@ def greedy_nms(xp, data, candidates, rule: Callable, groups=None, max_keep: int 
     pos = xp.arange(width)
     starts = xp.concatenate([xp.ones((batch, 1), bool), key[:, 1:] != key[:, :-1]], axis=1)
     group = xp.cumsum(starts, axis=1) - 1
-    within = pos - xp.maximum.accumulate(xp.where(starts, pos, 0), axis=1)
+    first = xp.zeros((batch, width), xp.int64)  # column where each group starts
+    b = xp.broadcast_to(xp.arange(batch)[:, None], order.shape)
+    first[b[starts], group[starts]] = xp.broadcast_to(pos, starts.shape)[starts]
+    within = pos - xp.take_along_axis(first, group, axis=1)
     real = xp.isfinite(key)
     rows, cols = int(group.max()) + 1, int(within[real].max()) + 1
     slot = xp.full((batch, rows, cols), -1, xp.int64)
-    b = xp.broadcast_to(xp.arange(batch)[:, None], order.shape)
     slot[b[real], group[real], within[real]] = order[real]
     slot = slot.reshape(batch * rows, cols)
     owner = xp.repeat(xp.arange(batch), rows)[:, None]
@@ -109,7 +117,7 @@ def _greedy_rows(xp, data, alive, rule: Callable, max_keep: int | None):
             break
         if remaining <= alive.shape[1] // 2:
             # drop settled columns (keeping the order of the rest): later steps scan less
-            order = xp.argsort(~alive, axis=1, kind="stable")[:, :remaining]
+            order = true_first(xp, alive)[:, :remaining]
             alive = xp.take_along_axis(alive, order, axis=1)
             column = xp.take_along_axis(column, order, axis=1)
             data = xp.take_along_axis(data, order[..., None], axis=1)

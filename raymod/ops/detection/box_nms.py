@@ -5,7 +5,7 @@ import numpy as np
 
 from ...base import AttributeValueError, ShapeError
 from ..base import Op, Param, merge_shape
-from ._common import greedy_nms
+from ._common import greedy_nms, true_first
 
 FORMATS = ("corner", "center")
 
@@ -133,7 +133,7 @@ class BoxNMS(Op):
             groups = xp.trunc(ranked[..., self.id_index])  # MXNet compares ids as ints
         kept = greedy_nms(xp, xp.concatenate([boxes, area[..., None]], axis=2), candidates,
                           self._suppresses, groups=groups)
-        first = xp.argsort(~kept, axis=1, kind="stable")
+        first = true_first(xp, kept)
         filled = (pos < kept.sum(axis=1)[:, None])
         out = xp.where(filled[..., None], ranked[take, first], none)
         source = xp.where(filled, take * n + order[take, first], -1).astype(data.dtype)

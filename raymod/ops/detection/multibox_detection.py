@@ -5,7 +5,7 @@ import numpy as np
 
 from ...base import ShapeError
 from ..base import Op, Param
-from ._common import c_exp, float_tuple, greedy_nms
+from ._common import c_exp, float_tuple, greedy_nms, true_first
 
 
 class MultiBoxDetection(Op):
@@ -80,7 +80,7 @@ class MultiBoxDetection(Op):
         n_valid = valid.sum(axis=1)[:, None]
         pos = xp.arange(count)[None, :]
         take = xp.arange(batch)[:, None]
-        front = rows[take, xp.argsort(~valid, axis=1, kind="stable")]  # valid rows first
+        front = rows[take, true_first(xp, valid)]  # valid rows first
         none = dt(-1)
         if not 0 < self.nms_threshold <= 1:
             return [xp.where((pos < n_valid)[..., None], front, none)], None

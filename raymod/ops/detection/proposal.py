@@ -5,7 +5,7 @@ import numpy as np
 
 from ...base import AttributeValueError, ShapeError
 from ..base import Op, Param, merge_shape
-from ._common import c_exp, float_tuple, greedy_nms
+from ._common import c_exp, float_tuple, greedy_nms, true_first
 
 _F32 = np.float32
 
@@ -84,7 +84,7 @@ class _RPNProposal(Op):
 
     def forward(self, xp, inputs, aux, is_train):
         cls, deltas, info = inputs
-        n, _, h, w = cls.shape
+        n = cls.shape[0]
         dt = cls.dtype.type
         boxes, scores = self._decode(xp, cls, deltas, info)
         count = boxes.shape[1]
@@ -97,7 +97,7 @@ class _RPNProposal(Op):
         kept = greedy_nms(xp, xp.concatenate([boxes, area[..., None]], axis=2),
                           xp.ones((n, pre), bool), self._suppresses, max_keep=min(post, pre))
         # kept boxes in score order, then the list repeated until post_nms_top_n rows
-        first = xp.argsort(~kept, axis=1, kind="stable")
+        first = true_first(xp, kept)
         pick = first[rows, xp.arange(post)[None, :] % kept.sum(axis=1)[:, None]]
         image = xp.broadcast_to(xp.arange(n, dtype=cls.dtype)[:, None, None], (n, post, 1))
         rois = xp.concatenate([image, boxes[rows, pick]], axis=2).reshape(n * post, 5)

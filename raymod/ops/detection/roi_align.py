@@ -74,7 +74,8 @@ class ROIAlign(Op):
         return [data, rois], [out], []
 
     def _samples(self, xp, rois, shape, dtype):
-        """Per sample offset: (valid mask, [(row index, weight)] for the 4 cells), and count.
+        """(generator, count): the generator yields, per sample offset of a bin, the mask of
+        samples taken and the four ``(row, weight)`` cells of each; count is per roi.
 
         Rows index the data laid out as (batch, bin, y, x) x channels; arrays are (r, ph, pw).
         """
