@@ -1,0 +1,1 @@
+"""Object detection operators: ROI pooling and alignment, region proposals, SSD multibox, NMS."""
