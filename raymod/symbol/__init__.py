@@ -32,6 +32,33 @@ for _name in OPS.names():
 from .arith import maximum, minimum, pow, power  # noqa: E402,A004 - after the op functions
 
 
+class _ContribNamespace:
+    """``rm.sym.contrib``: the ``_contrib_*`` ops under their short names, as MXNet's
+    ``mx.sym.contrib`` (``contrib.ROIAlign`` is ``_contrib_ROIAlign``). As there, nodes are
+    auto-named from the short name (``roialign0``), not from the registered one."""
+
+    prefix = "_contrib_"
+
+    def __getattr__(self, short: str) -> Callable[..., Symbol]:
+        op_name = self.prefix + short
+        if op_name not in OPS:
+            raise AttributeError(f"rm.sym.contrib has no operator {short!r} "
+                                 f"(no op registered as {op_name!r})")
+
+        def apply(*args: Symbol, name: str | None = None, attr: dict | None = None,
+                  **kwargs) -> Symbol:
+            return create(op_name, args, kwargs, name=name, attr=attr, hint=short.lower())
+        apply.__name__ = apply.__qualname__ = short
+        apply.__doc__ = OPS.get(op_name).__doc__
+        return apply
+
+    def __dir__(self) -> list[str]:
+        return sorted(n[len(self.prefix):] for n in OPS.names() if n.startswith(self.prefix))
+
+
+contrib = _ContribNamespace()
+
+
 def zeros(shape: Any, dtype: Any = None, **kwargs: Any) -> Symbol:
     """A ``_zeros`` node: zeros of ``shape`` (0 dims inferred) and ``dtype`` (default float32).
 

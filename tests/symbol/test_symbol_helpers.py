@@ -60,3 +60,15 @@ def test_two_numbers_give_a_number():
 def test_other_types_are_refused(fn):
     with pytest.raises(TypeError, match="types .*str.*Symbol.* not supported"):
         fn("x", A)
+
+
+def test_contrib_namespace_names_nodes_by_the_short_name_as_mxnet():
+    data, rois = rm.sym.Variable("data"), rm.sym.Variable("rois")
+    with rm.sym.NameManager():
+        align = rm.sym.contrib.ROIAlign(data, rois, pooled_size=(2, 2), spatial_scale=1.0)
+        nms = rm.sym.contrib.box_nms(data)
+    assert (align.name, nms.name) == ("roialign0", "box_nms0")  # what MXNet 1.9.1 names them
+    assert json.loads(nms.tojson())["nodes"][-1]["op"] == "_contrib_box_nms"
+    assert "MultiBoxPrior" in dir(rm.sym.contrib)
+    with pytest.raises(AttributeError, match="no operator 'NoSuchOp'"):
+        rm.sym.contrib.NoSuchOp
