@@ -74,3 +74,7 @@ def test_mod_scalar_mxnet_literals():
     ex.forward(is_train=True)
     ex.backward([np.ones(5)])
     assert ex.grad_dict["data"].tolist() == [3, 10, -20, -5, -1]  # -floor(10 / x)
+    ex = bind(op_symbol("_rmod_scalar", ["data"], scalar=3), {"data": np.array([0.0, 2])})
+    ex.forward(is_train=True)
+    ex.backward([np.ones(2)])
+    assert ex.grad_dict["data"].tolist() == [0, -1]  # 0 at x = 0 (MXNet: -inf)

@@ -185,7 +185,8 @@ class ModScalar(_ScalarOp):
 class RModScalar(_ScalarOp):
     """``scalar mod data`` with the sign of ``data``; 0 where ``data`` is 0, as MXNet.
 
-    The gradient is ``-floor(scalar / data)`` times the head. Backward keeps the input.
+    The gradient is ``-floor(scalar / data)`` times the head, and 0 where ``data`` is 0
+    (MXNet gives an infinite one there). Backward keeps the input.
     """
 
     name = "_rmod_scalar"
@@ -198,7 +199,10 @@ class RModScalar(_ScalarOp):
         return xp.where(zero, xp.zeros((), rest.dtype), rest)
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
-        return [out_grads[0] * -xp.floor(self.scalar / inputs[0])]
+        x = inputs[0]
+        zero = x == 0
+        quotient = xp.floor(_typed(x, self.scalar) / xp.where(zero, xp.ones((), x.dtype), x))
+        return [out_grads[0] * xp.where(zero, xp.zeros((), x.dtype), -quotient)]
 
 
 class HypotScalar(_ScalarOp):
