@@ -5,8 +5,8 @@ from raymod.base import ShapeError
 from raymod.context import as_numpy
 from raymod.test_utils import bind, check_forward, check_gradient, op_symbol
 
-A = np.array([-3.5, -1.0, 0.5, 2.0, 7.25])
-B = np.array([-3.0, 2.0, 0.3, 1.5, -7.25])  # no whole ratios: mod is smooth here
+A = np.array([-3.5, -1.0, 0.5, 2.2, 7.25])
+B = np.array([-3.0, 2.0, 0.3, 1.5, -6.5])  # no ratio a / b is whole: mod is smooth here
 
 
 def python_mod(a, b):
