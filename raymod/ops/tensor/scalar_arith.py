@@ -1,5 +1,6 @@
 """Arithmetic with a scalar: ``x + s``, ``x - s``, ``s - x``, ``x * s``, ``x / s``, ``s / x``,
-``x ** s``, ``s ** x``, ``max(x, s)``, ``min(x, s)``."""
+``x ** s``, ``s ** x``, ``max(x, s)``, ``min(x, s)``,
+``x mod s``, ``s mod x``, ``hypot(x, s)``."""
 from __future__ import annotations
 
 import math
@@ -158,3 +159,65 @@ class MinimumScalar(_ScalarOp):
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
         return [out_grads[0] * (inputs[0] <= self.scalar)]
+
+
+def _typed(x, s: float):
+    """The scalar as integer inputs see it (converted to their type, as MXNet does)."""
+    return int(s) if x.dtype.kind in "iub" else s
+
+
+class ModScalar(_ScalarOp):
+    """``data mod scalar`` with the sign of ``scalar`` (Python's ``%``); 0 when ``scalar`` is
+    0, as MXNet. The gradient passes unchanged (0 for ``scalar=0``, where the output is
+    constant; MXNet passes it there too). Backward keeps nothing."""
+
+    name = "_mod_scalar"
+    aliases = ("_ModScalar",)
+
+    def compute(self, xp, x, s):
+        s = _typed(x, s)
+        return xp.zeros_like(x) if s == 0 else xp.mod(x, s)
+
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        return [out_grads[0] if self.scalar else None]
+
+
+class RModScalar(_ScalarOp):
+    """``scalar mod data`` with the sign of ``data``; 0 where ``data`` is 0, as MXNet.
+
+    The gradient is ``-floor(scalar / data)`` times the head, and 0 where ``data`` is 0
+    (MXNet gives an infinite one there). Backward keeps the input.
+    """
+
+    name = "_rmod_scalar"
+    aliases = ("_RModScalar",)
+    retain_inputs = (0,)
+
+    def compute(self, xp, x, s):
+        zero = x == 0
+        rest = xp.mod(_typed(x, s), xp.where(zero, xp.ones((), x.dtype), x))
+        return xp.where(zero, xp.zeros((), rest.dtype), rest)
+
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        x = inputs[0]
+        zero = x == 0
+        quotient = xp.floor(_typed(x, self.scalar) / xp.where(zero, xp.ones((), x.dtype), x))
+        return [out_grads[0] * xp.where(zero, xp.zeros((), x.dtype), -quotient)]
+
+
+class HypotScalar(_ScalarOp):
+    """``sqrt(data ** 2 + scalar ** 2)``. The gradient is ``data / out`` times the head.
+
+    Backward keeps the input and the output.
+    """
+
+    name = "_hypot_scalar"
+    aliases = ("_HypotScalar",)
+    retain_inputs = (0,)
+    retain_outputs = (0,)
+
+    def compute(self, xp, x, s):
+        return xp.hypot(x, s)
+
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        return [out_grads[0] * inputs[0] / outputs[0]]

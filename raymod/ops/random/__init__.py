@@ -1,0 +1,1 @@
+"""Random sampling operators, drawn from raymod's seeded generators (``rm.random.seed``)."""
