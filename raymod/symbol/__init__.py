@@ -29,7 +29,7 @@ for _name in OPS.names():
     globals()[_name] = _op_function(_name)
 
 
-from .arith import maximum, minimum, pow, power  # noqa: E402,A004 - after the op functions
+from .arith import hypot, maximum, minimum, pow, power  # noqa: E402,A004 - after the op functions
 
 
 class _ContribNamespace:

@@ -1,4 +1,4 @@
-"""``rm.sym.maximum``, ``minimum``, ``pow`` and ``power``: elementwise functions of two
+"""``rm.sym.maximum``, ``minimum``, ``hypot``, ``pow`` and ``power``: elementwise functions of two
 operands that may each be a Symbol or a number, as MXNet's ``mx.sym`` helpers.
 
 Two symbols give the elementwise op (``_maximum``, ``_minimum``, ``_power``: same shapes, no
@@ -12,7 +12,7 @@ from typing import Any
 
 from .symbol import Symbol, create
 
-__all__ = ["maximum", "minimum", "pow", "power"]
+__all__ = ["maximum", "minimum", "pow", "power", "hypot"]
 
 
 def _refuse(left: Any, right: Any) -> TypeError:
@@ -101,3 +101,24 @@ def pow(base: Any, exp: Any) -> Any:  # noqa: A001 - MXNet's name
 def power(base: Any, exp: Any) -> Any:
     """The same as :func:`pow` (MXNet's newer name)."""
     return pow(base, exp)
+
+
+def hypot(left: Any, right: Any) -> Any:
+    """``sqrt(left**2 + right**2)`` elementwise, for Symbols and numbers in any combination.
+
+    Parameters
+    ----------
+    left, right : Symbol or number
+        The operands; two Symbols must have the same shape.
+
+    Returns
+    -------
+    Symbol or number
+        A ``_hypot`` / ``_hypot_scalar`` node, or the number for two numbers.
+    """
+    out = _symmetric(left, right, "_hypot")
+    if out is not None:
+        return out
+    if isinstance(left, Number) and isinstance(right, Number):
+        return (left * left + right * right) ** 0.5
+    raise _refuse(left, right)

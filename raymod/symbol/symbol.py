@@ -260,6 +260,43 @@ class Symbol:
     def __neg__(self):
         return self * -1.0
 
+    def _named(self, other: Any, op: str, scalar_op: str, scalar_hint: str) -> "Symbol":
+        """MXNet's newer operators (``%``, comparisons) with their own node names."""
+        if isinstance(other, Symbol):
+            return create(op, [self, other], {}, hint=op)
+        if isinstance(other, (int, float, np.number)):
+            return create(scalar_op, [self], {"scalar": other}, hint=scalar_hint)
+        return NotImplemented
+
+    def __mod__(self, other):
+        return self._named(other, "_mod", "_mod_scalar", "_modscalar")
+
+    def __rmod__(self, other):
+        return self._named(other, "_mod", "_rmod_scalar", "_rmodscalar")
+
+    # Comparisons build 0/1 nodes, as in MXNet; identity still hashes and `is` compares.
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):  # type: ignore[override]
+        return self._named(other, "_equal", "_equal_scalar", "_equal_scalar")
+
+    def __ne__(self, other):  # type: ignore[override]
+        return self._named(other, "_not_equal", "_not_equal_scalar", "_not_equal_scalar")
+
+    def __gt__(self, other):
+        return self._named(other, "_greater", "_greater_scalar", "_greater_scalar")
+
+    def __ge__(self, other):
+        return self._named(other, "_greater_equal", "_greater_equal_scalar",
+                           "_greater_equal_scalar")
+
+    def __lt__(self, other):
+        return self._named(other, "_lesser", "_lesser_scalar", "_lesser_scalar")
+
+    def __le__(self, other):
+        return self._named(other, "_lesser_equal", "_lesser_equal_scalar",
+                           "_lesser_equal_scalar")
+
     def __getattr__(self, name: str):
         # fluent methods: sym.reshape(...), sym.sum(axis=1), ...
         if name in _FLUENT and name in OPS:

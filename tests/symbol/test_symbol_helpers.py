@@ -72,3 +72,36 @@ def test_contrib_namespace_names_nodes_by_the_short_name_as_mxnet():
     assert "MultiBoxPrior" in dir(rm.sym.contrib)
     with pytest.raises(AttributeError, match="no operator 'NoSuchOp'"):
         rm.sym.contrib.NoSuchOp
+
+
+# (expression, op, node name, scalar attribute) as MXNet 1.9.1 writes them
+OPERATOR_NODES = [
+    (lambda a, b: a % b, "_mod", "_mod0", None),
+    (lambda a, b: a % 2, "_mod_scalar", "_modscalar0", "2"),
+    (lambda a, b: 2 % a, "_rmod_scalar", "_rmodscalar0", "2"),
+    (lambda a, b: a == b, "_equal", "_equal0", None),
+    (lambda a, b: a == 2, "_equal_scalar", "_equal_scalar0", "2"),
+    (lambda a, b: a != b, "_not_equal", "_not_equal0", None),
+    (lambda a, b: a > 2, "_greater_scalar", "_greater_scalar0", "2"),
+    (lambda a, b: 2 < a, "_greater_scalar", "_greater_scalar0", "2"),
+    (lambda a, b: a >= b, "_greater_equal", "_greater_equal0", None),
+    (lambda a, b: a < 2, "_lesser_scalar", "_lesser_scalar0", "2"),
+    (lambda a, b: a <= b, "_lesser_equal", "_lesser_equal0", None),
+    (lambda a, b: rm.sym.hypot(a, b), "_hypot", "_hypot0", None),
+    (lambda a, b: rm.sym.hypot(a, 2), "_hypot_scalar", "_hypotscalar0", "2"),
+]
+
+
+@pytest.mark.parametrize("build, op, name, scalar", OPERATOR_NODES)
+def test_operators_write_mxnet_nodes(build, op, name, scalar):
+    with rm.sym.NameManager():
+        node = json.loads(build(A, B).tojson())["nodes"][-1]
+    assert (node["op"], node["name"], node.get("attrs", {}).get("scalar")) == (op, name, scalar)
+
+
+def test_comparisons_compute_and_symbols_still_hash():
+    y = np.array([4.0, 1.0, 2.0], np.float32)
+    out = (A > B).eval(a=X, b=y)[0]
+    np.testing.assert_array_equal(out, (X > y).astype(np.float32))
+    np.testing.assert_allclose((A % 3).eval(a=X)[0], X % 3)
+    assert len({A, B, A}) == 2 and rm.sym.hypot(3, 4) == 5.0
