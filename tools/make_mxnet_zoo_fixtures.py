@@ -39,6 +39,7 @@ import contextlib
 import importlib
 import importlib.util
 import json
+import math
 import os
 import re
 import subprocess
@@ -379,7 +380,8 @@ def _():
     sym = sr.get_resnet_train(rpn_batch_rois=256, rcnn_batch_rois=8, rcnn_fg_fraction=0.25,
                               rcnn_fg_overlap=0.5, rcnn_bbox_stds=(0.1, 0.1, 0.2, 0.2), **RCNN)
     return Net(sym, rcnn_inputs(True), group="rcnn",
-               custom={"op_type": "proposal_target", "operator": pt.ProposalTargetOperator},
+               custom={"op_type": "proposal_target", "operator": pt.ProposalTargetOperator,
+                       "prop": pt.ProposalTargetProp},
                notes="symnet.symbol_resnet.get_resnet_train with units (1,1,1,1), filters "
                      "(64,128,256,512), anchors scales (2,4,8), 128x128 images, 12 post-NMS "
                      "rois per image, 8 sampled rcnn rois")
@@ -698,20 +700,23 @@ def input_array(name, spec):
 
 
 class CustomCapture:
-    """Wraps a Python custom operator's forward to record what it received and returned."""
+    """Wraps a Python custom operator's forward to record what it received and returned,
+    under the label of the run in progress (``self.tag``)."""
 
     def __init__(self, op_cls):
         self.op_cls = op_cls
-        self.calls = []
+        self.calls: dict = {}
+        self.tag = None
         self._orig = op_cls.forward
 
     def __enter__(self):
-        orig, calls = self._orig, self.calls
+        orig, capture = self._orig, self
 
         def forward(op, is_train, req, in_data, out_data, aux):
             np.random.seed(0)   # the op samples with numpy's global generator
             orig(op, is_train, req, in_data, out_data, aux)
-            calls.append(([a.asnumpy() for a in in_data], [a.asnumpy() for a in out_data]))
+            capture.calls.setdefault(capture.tag, []).append(
+                ([a.asnumpy() for a in in_data], [a.asnumpy() for a in out_data]))
         self.op_cls.forward = forward
         return self
 
@@ -719,103 +724,200 @@ class CustomCapture:
         self.op_cls.forward = self._orig
 
 
-def bind(sym, inputs, params, aux, grads):
-    args = {k: mx.nd.array(v) for k, v in (inputs | params).items() if k in sym.list_arguments()}
-    args_grad = {k: mx.nd.zeros(args[k].shape) for k in grads}
+def bind(sym, inputs, params, aux, grads, dtype=np.float32):
+    args = {k: mx.nd.array(v, dtype=dtype) for k, v in (inputs | params).items()
+            if k in sym.list_arguments()}
+    args_grad = {k: mx.nd.zeros(args[k].shape, dtype=dtype) for k in grads}
     req = {k: ("write" if k in grads else "null") for k in args}
     return sym.bind(mx.cpu(), args, args_grad=args_grad, grad_req=req,
-                    aux_states={k: mx.nd.array(v) for k, v in aux.items()})
+                    aux_states={k: mx.nd.array(v, dtype=dtype) for k, v in aux.items()})
 
 
-def record(name, net):
-    t0 = time.time()
+RTOL = 1e-4
+# a mode whose MXNet float32 result is further than this from MXNet's float64 result is
+# recorded in float64: two float32 runs would then differ by ~2x that, too close to RTOL
+F32_TRUST = RTOL / 4
+
+
+def rel(a, b, floor=1e-30):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), floor))
+
+
+def run_mode(sym, train, dtype, inputs, params, aux, grad_names, name, n_out, probes):
+    """One MXNet run: outputs, probes and (training) gradients and aux states afterwards."""
+    exe = bind(sym, inputs, params, aux, grad_names if train else [], dtype)
+    outs = [o.asnumpy() for o in exe.forward(is_train=train)]
+    res = {"out": outs[:n_out], "probe": dict(zip(probes, outs[n_out:]))}
+    if train:
+        heads = [P.head_grad(f"{name}:{i}", o.shape) for i, o in enumerate(outs[:n_out])]
+        exe.backward([mx.nd.array(h, dtype=dtype) for h in heads]
+                     + [mx.nd.zeros(o.shape, dtype=dtype) for o in outs[n_out:]])
+        res["heads"] = heads
+    mx.nd.waitall()
+    if train:
+        res["grads"] = {g: exe.grad_dict[g].asnumpy() for g in grad_names}
+        res["aux"] = {k: exe.aux_dict[k].asnumpy() for k in aux}
+    return res
+
+
+def discrepancy(r32, r64) -> dict:
+    """Per recorded array, MXNet float32's relative distance from MXNet float64 (gradients
+    with the test's floor: 1e-3 of the norm of all gradients together)."""
+    d = {f"out:{i}": rel(a, b) for i, (a, b) in enumerate(zip(r32["out"], r64["out"]))}
+    d.update({f"probe:{p}": rel(r32["probe"][p], r64["probe"][p]) for p in r64["probe"]})
+    if "grads" in r64:
+        total = float(np.sqrt(sum(np.sum(np.square(g, dtype=np.float64))
+                                  for g in r64["grads"].values())))
+        floor = max(1e-3 * total, 1e-30)
+        d.update({f"grad:{k}": rel(r32["grads"][k], g, floor) for k, g in r64["grads"].items()})
+        d.update({f"aux:{k}": rel(r32["aux"][k], a) for k, a in r64["aux"].items()})
+    return d
+
+
+def stored(a):
+    """How an array is kept in the npz: float arrays as float32 (a float64 reference loses
+    <= 6e-8 relative to the rounding, far below RTOL; float32 compresses twice as well),
+    positions as int32."""
+    a = np.asarray(a)
+    if a.dtype.kind == "f":
+        return a.astype(np.float32)
+    return a.astype(np.int32) if a.dtype.kind in "iu" else a
+
+
+def short_checksum(a):
+    c = P.checksum(a)
+    return {"crc32": c["crc32"], "sum": c["sum"]}
+
+
+def dump_index(index, path):
+    """indent=1 JSON with every list of numbers on one line (shapes, stats)."""
+    text = json.dumps(index, indent=1)
+    text = re.sub(r"\[[\d\s,.eE+-]*\]", lambda m: " ".join(m.group(0).split()), text)
+    with open(path, "w") as f:
+        f.write(text + "\n")
+
+
+def prepare(name, net, frozen_values=None) -> types.SimpleNamespace:
+    """Everything both a recording and a check run need: the graphs MXNet runs (sampling
+    nodes frozen, probes added, Dropout p=0 for training), inputs, parameters, aux states."""
     sym = net.symbol
     graph = json.loads(sym.tojson())
-    with open(os.path.join(OUT, f"{name}-symbol.json"), "w") as f:
-        f.write(sym.tojson())
     in_shapes = {k: tuple(v["shape"]) for k, v in net.inputs.items()}
     arg_shapes, out_shapes, aux_shapes = shapes_of(sym, in_shapes)
-    _, out_types, _ = sym.infer_type(**{k: np.float32 for k in in_shapes})
-    arrays = {}
-
     # what MXNet runs: the symbol itself, or a stand-in with the same arguments and outputs
     run_sym = sym if net.mxnet_symbol is None else net.mxnet_symbol
     if run_sym is not sym and (run_sym.list_arguments() != sym.list_arguments()
                                or run_sym.list_auxiliary_states() != sym.list_auxiliary_states()):
         raise RuntimeError(f"{name}: the MXNet stand-in symbol has other arguments")
-    run_graph = json.loads(run_sym.tojson())
-
-    # 1. sampling nodes -> recorded inputs
-    cmp_graph, frozen = E.freeze_random(run_graph)
+    cmp_graph, frozen = E.freeze_random(json.loads(run_sym.tojson()))
     inputs = {k: input_array(k, v) for k, v in net.inputs.items()}
     params = {n: P.make_param(n, s) for n, s in arg_shapes.items() if n not in inputs}
     aux = {n: P.make_param(n, s) for n, s in aux_shapes.items()}
-    if frozen:
+    if frozen and frozen_values is not None:
+        inputs.update({n: frozen_values[n] for n in frozen})
+    elif frozen:   # draw once with MXNet; both modes and raymod then use these values
         internals = run_sym.get_internals()
         group = mx.sym.Group([internals[n + "_output"] for n in frozen])
         exe = bind(group, inputs, params, {}, [])
         mx.random.seed(11)
         for n, value in zip(frozen, exe.forward(is_train=True)):
             inputs[n] = value.asnumpy()
+    probes = E.head_probes(graph)
+    cmp_sym = mx.sym.load_json(json.dumps(cmp_graph))
+    cmp_sym = mx.sym.Group([cmp_sym] + [cmp_sym.get_internals()[p] for p in probes])
+    train_graph, zeroed = E.zero_dropout(cmp_graph)
+    train_sym = mx.sym.load_json(json.dumps(train_graph))
+    train_sym = mx.sym.Group([train_sym] + [train_sym.get_internals()[p] for p in probes])
+    return types.SimpleNamespace(
+        sym=sym, graph=graph, in_shapes=in_shapes, arg_shapes=arg_shapes,
+        out_shapes=out_shapes, aux_shapes=aux_shapes, frozen=frozen, inputs=inputs,
+        params=params, aux=aux, probes=probes, cmp_sym=cmp_sym, train_sym=train_sym,
+        zeroed=zeroed, n_out=len(sym.list_outputs()),
+        grad_names=sorted(params) + list(net.grad_inputs))
+
+
+def record(name, net):
+    t0 = time.time()
+    x = prepare(name, net)
+    sym, graph, inputs, params, aux = x.sym, x.graph, x.inputs, x.params, x.aux
+    probes, n_out, grad_names = x.probes, x.n_out, x.grad_names
+    cmp_sym, train_sym, frozen, zeroed = x.cmp_sym, x.train_sym, x.frozen, x.zeroed
+    arg_shapes, out_shapes, aux_shapes = x.arg_shapes, x.out_shapes, x.aux_shapes
+    with open(os.path.join(OUT, f"{name}-symbol.json"), "w") as f:
+        f.write(sym.tojson())
+    _, out_types, _ = sym.infer_type(**{k: np.float32 for k in x.in_shapes})
+    arrays = {}
     for k in sorted(inputs):
         if "array" in net.inputs.get(k, {}) or k in frozen:
             arrays[f"input:{k}"] = inputs[k]
 
-    # 2. probes: the inputs of saturating heads (softmax, sigmoid, loss heads), compared too
-    probes = E.head_probes(graph)
-    cmp_sym = mx.sym.load_json(json.dumps(cmp_graph))
-    internals = cmp_sym.get_internals()
-    probe_syms = [internals[p] for p in probes]
-    cmp_sym = mx.sym.Group([cmp_sym] + probe_syms)
-    train_graph, zeroed = E.zero_dropout(cmp_graph)
-    train_sym = mx.sym.load_json(json.dumps(train_graph))
-    train_int = train_sym.get_internals()
-    train_sym = mx.sym.Group([train_sym] + [train_int[p] for p in probes])
-    n_out = len(sym.list_outputs())
+    # 3. inference and training, each in float32 and (where MXNet can) float64
+    capture = CustomCapture(net.custom["operator"]) if net.custom else None
+    runs, f64_error = {}, None
+    with capture or contextlib.nullcontext():
+        for dtype in (np.float32, np.float64):
+            for mode, s in (("infer", cmp_sym), ("train", train_sym)):
+                tag = f"{mode}:{np.dtype(dtype).name}"
+                if capture:
+                    capture.tag = tag
+                try:
+                    runs[tag] = run_mode(s, mode == "train", dtype, inputs, params, aux,
+                                         grad_names, name, n_out, probes)
+                except Exception as err:  # noqa: BLE001 - an op without float64 support
+                    if dtype is np.float32:
+                        raise
+                    lines = [ln for ln in str(err).splitlines() if "Check failed" in ln
+                             or "Error" in ln] or str(err).splitlines() or [repr(err)]
+                    f64_error = f"{type(err).__name__}: {lines[0].strip()[:300]}"
+                    break
+            if f64_error:
+                break
 
-    capture = CustomCapture(net.custom["operator"]) if net.custom else contextlib.nullcontext()
-    with capture:
-        # 3. inference
-        exe = bind(cmp_sym, inputs, params, aux, [])
-        outs = [o.asnumpy() for o in exe.forward(is_train=False)]
-        mx.nd.waitall()
-        for i, o in enumerate(outs[:n_out]):
-            arrays[f"infer:{i}"] = o
-        for p, o in zip(probes, outs[n_out:]):
-            arrays[f"infer_probe:{p}"] = o
-        # 4. training: forward, backward with recipe head gradients (zeros for the probes)
-        grad_names = sorted(params) + list(net.grad_inputs)
-        exe = bind(train_sym, inputs, params, aux, grad_names)
-        outs = [o.asnumpy() for o in exe.forward(is_train=True)]
-        heads = [P.head_grad(f"{name}:{i}", o.shape) for i, o in enumerate(outs[:n_out])]
-        exe.backward([mx.nd.array(h) for h in heads]
-                     + [mx.nd.zeros(o.shape) for o in outs[n_out:]])
-        mx.nd.waitall()
-        for i, o in enumerate(outs[:n_out]):
-            arrays[f"train:{i}"] = o
-        for p, o in zip(probes, outs[n_out:]):
-            arrays[f"train_probe:{p}"] = o
-        grads = {}
-        for g in grad_names:
-            rec = P.summarize(g, exe.grad_dict[g].asnumpy())
-            for key in ("full", "positions", "samples"):
-                if key in rec:
-                    arrays[f"grad:{g}:{key}"] = rec.pop(key)
-            grads[g] = rec
-        for k in sorted(aux):
-            arrays[f"aux_after:{k}"] = exe.aux_dict[k].asnumpy()
+    # 4. per mode, the reference: float32 unless MXNet's float32 is itself too far from exact
+    modes, f32_vs_f64 = {}, {}
+    for mode in ("infer", "train"):
+        r32, r64 = runs[f"{mode}:float32"], runs.get(f"{mode}:float64")
+        dtype = "float32"
+        if r64 is not None:
+            d = discrepancy(r32, r64)
+            worst = sorted(d.items(), key=lambda kv: -kv[1])
+            f32_vs_f64[mode] = {"max": worst[0][1], "worst": [[k, v] for k, v in worst[:5]]}
+            if worst[0][1] > F32_TRUST:
+                dtype = "float64"
+        modes[mode] = dtype
+        ref = runs[f"{mode}:{dtype}"]
+        for i, o in enumerate(ref["out"]):
+            arrays[f"{mode}:{i}"] = stored(o)
+        for p, o in ref["probe"].items():
+            arrays[f"{mode}_probe:{p}"] = stored(o)
+    train_ref = runs[f"train:{modes['train']}"]
+    heads = train_ref["heads"]
+    grads = {}
+    for g in grad_names:
+        rec = P.summarize(g, train_ref["grads"][g])
+        for key in ("full", "positions", "samples"):
+            if key in rec:
+                arrays[f"grad:{g}:{key}"] = stored(rec.pop(key))
+        grads[g] = rec
+    for k in sorted(aux):
+        arrays[f"aux_after:{k}"] = stored(train_ref["aux"][k])
+
     custom = None
-    if net.custom:
-        calls = capture.calls
-        if len(calls) != 2:
-            raise RuntimeError(f"{name}: custom op ran {len(calls)} times, expected 2")
-        custom = {"op_type": net.custom["op_type"], "passes": {}}
-        for pass_name, (ins, outs_) in zip(("infer", "train"), calls):
-            custom["passes"][pass_name] = {"inputs": len(ins), "outputs": len(outs_)}
+    if capture:
+        prop = net.custom["prop"]()
+        custom = {"op_type": net.custom["op_type"], "arguments": prop.list_arguments(),
+                  "outputs": prop.list_outputs(), "passes": {}}
+        for mode in ("infer", "train"):
+            calls = capture.calls.get(f"{mode}:{modes[mode]}", [])
+            if len(calls) != 1:
+                raise RuntimeError(f"{name}: custom op ran {len(calls)} times in {mode}")
+            ins, outs = calls[0]
+            custom["passes"][mode] = {"inputs": len(ins), "outputs": len(outs)}
             for j, a in enumerate(ins):
-                arrays[f"custom:{pass_name}:in:{j}"] = a
-            for j, a in enumerate(outs_):
-                arrays[f"custom:{pass_name}:out:{j}"] = a
+                arrays[f"custom:{mode}:in:{j}"] = a
+            for j, a in enumerate(outs):
+                arrays[f"custom:{mode}:out:{j}"] = a
 
     entry = {
         "group": net.group,
@@ -824,21 +926,25 @@ def record(name, net):
         "npz_file": f"{name}.npz",
         "ops": E.op_names(graph),
         "inputs": [{"name": k, "shape": list(v["shape"]), "dtype": "float32",
-                    **({"recipe": v["recipe"]} if "recipe" in v else {"npz": f"input:{k}"})}
+                    **({"recipe": v["recipe"], "crc32": P.checksum(inputs[k])["crc32"]}
+                       if "recipe" in v else {"npz": f"input:{k}"})}
                    for k, v in net.inputs.items()],
         "list_arguments": sym.list_arguments(),
         "list_outputs": sym.list_outputs(),
         "list_auxiliary_states": sym.list_auxiliary_states(),
         "arg_shapes": arg_shapes, "out_shapes": out_shapes, "aux_shapes": aux_shapes,
         "out_types": [np.dtype(t).name for t in out_types],
+        "reference_dtype": modes,
+        "mxnet_f32_vs_f64": f32_vs_f64,
+        "mxnet_f64_unsupported": f64_error,
         "probes": probes,
         "frozen_random_nodes": frozen,
         "train_dropout_zeroed": zeroed,
         "mxnet_substitutions": net.substitutions,
-        "mxnet_env": {k: os.environ[k] for k in ("MXNET_MKLDNN_ENABLED",) if k in os.environ},
+        "mxnet_env": {k: os.environ.get(k, "") for k in ("MXNET_MKLDNN_ENABLED",)},
         "grad_inputs": list(net.grad_inputs),
-        "params": {k: P.checksum(v) for k, v in params.items()},
-        "aux": {k: P.checksum(v) for k, v in aux.items()},
+        "params": {k: short_checksum(v) for k, v in params.items()},
+        "aux": {k: short_checksum(v) for k, v in aux.items()},
         "head_grads": [{"recipe": f"{name}:{i}", "shape": list(h.shape)}
                        for i, h in enumerate(heads)],
         "grads": grads,
@@ -848,11 +954,6 @@ def record(name, net):
     np.savez_compressed(os.path.join(OUT, f"{name}.npz"), **arrays)
     entry["seconds_mxnet"] = round(time.time() - t0, 2)
     return entry
-
-
-# networks MXNet's oneDNN kernels cannot run (asymmetric Deconvolution padding from
-# target_shape): recorded with MXNet's own CPU kernels instead
-NET_ENV = {"vaegan_generator": {"MXNET_MKLDNN_ENABLED": "0"}}
 
 
 def record_one(name: str, out_file: str) -> None:
@@ -866,6 +967,54 @@ def record_one(name: str, out_file: str) -> None:
         json.dump(entry, f)
 
 
+def onednn_check(name: str, out_file: str) -> None:
+    """Run the network's float32 modes with oneDNN on (this process's setting) and write how
+    far they are from the recorded reference: informational, the fixtures use MXNet's own
+    CPU kernels (oneDNN float32 gave a wrong VAE loss in inference, see the README)."""
+    with open(os.path.join(OUT, "index.json")) as f:
+        e = json.load(f)["networks"][name]
+    with np.load(os.path.join(OUT, e["npz_file"])) as z:
+        ref = {k: z[k] for k in z.files}
+    mx.random.seed(0)
+    np.random.seed(0)
+    with mx.name.NameManager(), mx.AttrScope():
+        net = NETS[name]()
+    x = prepare(name, net, {n: ref[f"input:{n}"] for n in e["frozen_random_nodes"]})
+    result = {}
+    capture = CustomCapture(net.custom["operator"]) if net.custom else None
+    for mode, s in (("infer", x.cmp_sym), ("train", x.train_sym)):
+        with capture or contextlib.nullcontext():
+            r = run_mode(s, mode == "train", np.float32, x.inputs, x.params, x.aux, x.grad_names,
+                         name, x.n_out, x.probes)
+        errs = {f"out:{i}": rel(o, ref[f"{mode}:{i}"]) for i, o in enumerate(r["out"])}
+        errs.update({f"probe:{p}": rel(o, ref[f"{mode}_probe:{p}"])
+                     for p, o in r["probe"].items()})
+        if mode == "train":
+            total = math.sqrt(sum(g["norm"] ** 2 for g in e["grads"].values()))
+            floor = max(1e-3 * total, 1e-30)
+            for g, rec in e["grads"].items():
+                norm = float(np.linalg.norm(r["grads"][g].astype(np.float64)))
+                errs[f"grad:{g}"] = abs(norm - rec["norm"]) / max(rec["norm"], floor)
+            errs.update({f"aux:{k}": rel(v, ref[f"aux_after:{k}"]) for k, v in r["aux"].items()})
+        worst = sorted(errs.items(), key=lambda kv: -kv[1])
+        result[mode] = {"max": worst[0][1], "worst": [[k, v] for k, v in worst[:3]]}
+    with open(out_file, "w") as f:
+        json.dump(result, f)
+
+
+# MXNet's own CPU kernel for the fused RNN op fails in 1.9.1 ("in_data.size() == num_inputs
+# (4 vs. 3)" for LSTM); that network is recorded with oneDNN, the path MXNet's CPU build uses
+RECORD_ENV = {"cudnn_rnn_bucketing": {"MXNET_MKLDNN_ENABLED": "1"}}
+
+
+def child(args: list, env_extra: dict) -> bool:
+    env = {k: v for k, v in os.environ.items() if k != "MXNET_MKLDNN_ENABLED"}
+    env.update(env_extra)
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), EXAMPLE_ROOT] + args,
+                          env=env)
+    return done.returncode == 0
+
+
 def main(argv=None):
     global EXAMPLE_ROOT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -873,7 +1022,10 @@ def main(argv=None):
                     help="folder holding MXNet 1.9.1's example/ (default %(default)s)")
     ap.add_argument("--only", help="comma-separated network names (others keep their entry)")
     ap.add_argument("--list", action="store_true", help="print the network names and exit")
+    ap.add_argument("--no-onednn-check", action="store_true",
+                    help="skip re-running each network with MXNet's oneDNN kernels")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--onednn-child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     EXAMPLE_ROOT = os.path.abspath(a.example_root)
     if a.list:
@@ -889,6 +1041,9 @@ def main(argv=None):
     if a.child:
         record_one(names[0], a.child)
         return
+    if a.onednn_child:
+        onednn_check(names[0], a.onednn_child)
+        return
     index_path = os.path.join(OUT, "index.json")
     index = {"networks": {}}
     if a.only and os.path.exists(index_path):
@@ -903,23 +1058,37 @@ def main(argv=None):
     failed = []
     for n in names:
         # one process per network: the examples' modules share bare names (symbol, lstm,
-        # config) and some networks need MXNet settings read once per process
+        # config), and MXNet reads MXNET_MKLDNN_ENABLED once per process. The record uses
+        # MXNet's own CPU kernels (oneDNN off); a second process re-runs with oneDNN on.
         entry_file = os.path.join(OUT, f".{n}.entry.json")
-        env = dict(os.environ, **NET_ENV.get(n, {}))
-        done = subprocess.run([sys.executable, os.path.abspath(__file__), EXAMPLE_ROOT,
-                               "--only", n, "--child", entry_file], env=env)
-        if done.returncode != 0:
+        record_env = RECORD_ENV.get(n, {"MXNET_MKLDNN_ENABLED": "0"})
+        if not child(["--only", n, "--child", entry_file], record_env):
             failed.append(n)
             continue
         with open(entry_file) as f:
             index["networks"][n] = json.load(f)
         os.remove(entry_file)
         e = index["networks"][n]
-        print(f"{n}: {e['num_params']} params, {e['seconds_mxnet']} s", flush=True)
+        if not a.no_onednn_check and record_env.get("MXNET_MKLDNN_ENABLED") == "0":
+            dump_index(index, index_path)   # the check reads the entry back
+            if child(["--only", n, "--onednn-child", entry_file], {}):
+                with open(entry_file) as f:
+                    e["mxnet_onednn_f32_vs_reference"] = json.load(f)
+                os.remove(entry_file)
+            else:
+                e["mxnet_onednn_f32_vs_reference"] = "failed to run"
+        f64 = e["mxnet_f32_vs_f64"]
+        one = e.get("mxnet_onednn_f32_vs_reference")
+        print(f"{n}: {e['num_params']} params, {e['seconds_mxnet']} s, reference "
+              f"{e['reference_dtype']}, MXNet f32 vs f64: "
+              + ", ".join(f"{m} {v['max']:.2g}" for m, v in f64.items())
+              + (f" (no float64: {e['mxnet_f64_unsupported']})"
+                 if e["mxnet_f64_unsupported"] else "")
+              + (", oneDNN f32 vs reference: " + ", ".join(
+                  f"{m} {v['max']:.2g}" for m, v in one.items()) if isinstance(one, dict)
+                 else ""), flush=True)
     index["networks"] = {k: index["networks"][k] for k in NETS if k in index["networks"]}
-    with open(index_path, "w") as f:
-        json.dump(index, f, indent=1)
-        f.write("\n")
+    dump_index(index, index_path)
     if failed:
         sys.exit(f"failed: {', '.join(failed)}")
 
