@@ -109,7 +109,8 @@ def run_statements(module: types.ModuleType, container: str, starts: tuple,
     tree = ast.parse(src)
     body = None
     for node in tree.body:
-        if container == "__main__" and isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+        is_main = isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+        if container == "__main__" and is_main:
             body = node.body
         elif isinstance(node, ast.FunctionDef) and node.name == container:
             body = node.body
