@@ -37,7 +37,9 @@ def uniform(name: str, shape: Sequence[int], tag: str = "param") -> np.ndarray:
     """float32 values in [-1, 1), a pure function of (tag, name, shape)."""
     rng = np.random.default_rng(seed_of(name, tag))
     u = rng.random(tuple(int(d) for d in shape), dtype=np.float32)
-    return u * np.float32(2.0) - np.float32(1.0)   # exact in float32
+    u *= np.float32(2.0)   # in place (arrays reach 10^8 entries); both steps exact
+    u -= np.float32(1.0)
+    return u
 
 
 def fan_in(shape: Sequence[int]) -> int:
@@ -56,16 +58,19 @@ def make_param(name: str, shape: Sequence[int], dtype: str = "float32") -> np.nd
     u = uniform(name, shape)
     low = name.lower()
     if low.endswith(("moving_var", "running_var")):
-        out = u * np.float32(0.25) + np.float32(0.75)
+        scale, shift = 0.25, 0.75
     elif low.endswith(("moving_mean", "running_mean", "beta", "bias")):
-        out = u * np.float32(0.1)
+        scale, shift = 0.1, 0.0
     elif low.endswith(("gamma", "scale")):
-        out = u * np.float32(0.1) + np.float32(1.0)
+        scale, shift = 0.1, 1.0
     elif low.endswith("parameters"):
-        out = u * np.float32(0.1)
+        scale, shift = 0.1, 0.0
     else:
-        out = u * np.float32(math.sqrt(6.0 / fan_in(shape)))
-    return out.astype(dtype, copy=False)
+        scale, shift = math.sqrt(6.0 / fan_in(shape)), 0.0
+    u *= np.float32(scale)   # one float32 rounding, then an exact or rounded shift
+    if shift:
+        u += np.float32(shift)
+    return u.astype(dtype, copy=False)
 
 
 def make_input(name: str, shape: Sequence[int], spec: dict, dtype: str = "float32") -> np.ndarray:
@@ -91,6 +96,11 @@ def make_input(name: str, shape: Sequence[int], spec: dict, dtype: str = "float3
 def head_grad(output_name: str, shape: Sequence[int], dtype: str = "float32") -> np.ndarray:
     """The head gradient fed to backward for a non-loss output."""
     return uniform(output_name, shape, tag="head").astype(dtype, copy=False)
+
+
+def crc32(arr: np.ndarray) -> int:
+    """crc32 of an array's bytes (C order)."""
+    return zlib.crc32(np.ascontiguousarray(arr).data)
 
 
 def checksum(arr: np.ndarray) -> dict:

@@ -228,15 +228,15 @@ def _run(net: str) -> dict:
         if name in inputs:
             continue
         prm[name] = params.make_param(name, shape)
-        if params.checksum(prm[name])["crc32"] != e["params"][name]["crc32"]:
+        if params.crc32(prm[name]) != e["params"][name]["crc32"]:
             result["checksum_mismatch"].append(name)
     aux = {}
     for name, shape in aux_shapes.items():
         aux[name] = params.make_param(name, shape)
-        if params.checksum(aux[name])["crc32"] != e["aux"][name]["crc32"]:
+        if params.crc32(aux[name]) != e["aux"][name]["crc32"]:
             result["checksum_mismatch"].append(name)
     for spec in e["inputs"]:
-        if "crc32" in spec and params.checksum(inputs[spec["name"]])["crc32"] != spec["crc32"]:
+        if "crc32" in spec and params.crc32(inputs[spec["name"]]) != spec["crc32"]:
             result["checksum_mismatch"].append(spec["name"])
     cmp_graph, frozen = graph_edits.freeze_random(graph)
     assert frozen == e["frozen_random_nodes"]
