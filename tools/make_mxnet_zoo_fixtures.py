@@ -4,8 +4,8 @@ Must run under real MXNet (its venv), with MXNet's ``example/`` folder of tag 1.
 
     mkdir -p /tmp/mxnet-1.9.1 && for d in $(git -C MIRROR ls-tree --name-only 1.9.1 example/); do
         git -C MIRROR archive 1.9.1 "$d" | tar -x -C /tmp/mxnet-1.9.1; done
-    OMP_NUM_THREADS=2 /tmp/mxvenv/bin/python tools/make_mxnet_zoo_fixtures.py [--only NAME[,NAME]]
-        [--example-root /tmp/mxnet-1.9.1] [--list]
+    OMP_NUM_THREADS=2 /tmp/mxvenv/bin/python tools/make_mxnet_zoo_fixtures.py [EXAMPLE_ROOT]
+        [--only NAME[,NAME]] [--list] [--no-onednn-check]     # EXAMPLE_ROOT: /tmp/mxnet-1.9.1
 
 (one ``git archive`` per sub-folder because the mirror lacks a blob of ``example/gluon``).
 The networks are built by importing the examples' own symbol-building code from that folder at
@@ -29,6 +29,12 @@ Randomness is removed the same way on both sides with ``tests/zoo/graph_edits.py
 nodes become input variables fed with the values MXNet drew (recorded), Dropout gets p=0 in the
 training run, and Python custom ops (Faster R-CNN's proposal_target) are replayed: their inputs
 and outputs are recorded here and raymod's test plays the outputs back through a CustomOp.
+
+Each network is recorded in its own process with MXNet's own CPU kernels (oneDNN off: with it,
+MXNet 1.9.1 gets the VAE's inference loss wrong), in float32 and, where every op allows it,
+float64; a mode whose float32 result strays more than RTOL/4 from float64 is recorded from the
+float64 run. A second process re-runs the float32 modes with oneDNN and keeps the discrepancy.
+tests/fixtures/mxnet/README.md describes every choice per network.
 """
 from __future__ import annotations
 
@@ -168,11 +174,12 @@ class Net:
         # what MXNet computes with, when it cannot run ``symbol`` itself (same arguments)
         self.mxnet_symbol = mxnet_symbol
         self.substitutions = substitutions
-        # name -> {"shape", "dtype", and "recipe": {...} or "array": ndarray}
+        # name -> {"shape", and "recipe": {...} (params.make_input) or "array": ndarray}
         self.inputs = inputs
         self.grad_inputs = list(grad_inputs)
         self.notes = notes
-        self.custom = custom          # {"op_type", "capture": callable} for replayed custom ops
+        # replayed Python custom op: {"op_type", "operator": CustomOp class, "prop": its Prop}
+        self.custom = custom
         self.group = group
 
 
