@@ -106,6 +106,12 @@ class CTCLoss(Op):
                     filled[i] = (batch,)
         return filled, [(batch,) if batch else None, data], []
 
+    def infer_type(self, in_types, out_types):
+        # labels and lengths keep their own dtype (integers allowed); outputs follow data
+        data = in_types[0] or out_types[0] or out_types[1]
+        filled = [data] + [t if t is not None else data for t in in_types[1:]]
+        return filled, [data, data], []
+
     def forward(self, xp, inputs, aux, is_train):
         names = self.list_arguments()
         given = dict(zip(names, inputs))
