@@ -53,8 +53,8 @@ class RNN(Op):
     last. Outputs: ``output`` ``(T, N, D * H)``, and with ``state_outputs`` the final hidden
     state (``state_output``) and, for LSTM, the final cell state (``statecell_output``).
     ``lstm_state_clip_min``/``max`` clip the LSTM cell state at every step (no gradient
-    flows through a clipped entry); ``lstm_state_clip_nan`` turns NaN cell states into the clip
-    bounds' values as well.
+    flows through a clipped entry), as MXNet's cuDNN path does (MXNet 1.9.1's CPU kernel
+    ignores them); with ``lstm_state_clip_nan`` a NaN cell state becomes the upper bound.
 
     ``projection_size`` and ``use_sequence_length`` are not supported (AttributeValueError).
 
