@@ -6,11 +6,12 @@ and ``cell.unroll(seq_len, embed, merge_outputs=True)``), stack them with
 """
 from .cells import (BaseRNNCell, BidirectionalCell, GRUCell, LSTMCell, RNNCell, RNNParams,
                     SequentialRNNCell)
+from .fused import FusedRNNCell
 from .conv_cells import BaseConvRNNCell, ConvGRUCell, ConvLSTMCell, ConvRNNCell
 from .io import BucketSentenceIter, encode_sentences
 from .modifiers import DropoutCell, ModifierCell, ResidualCell, ZoneoutCell
 
 __all__ = ["RNNParams", "BaseRNNCell", "RNNCell", "LSTMCell", "GRUCell", "SequentialRNNCell",
-           "BidirectionalCell", "DropoutCell", "ModifierCell", "ZoneoutCell", "ResidualCell",
+           "BidirectionalCell", "FusedRNNCell", "DropoutCell", "ModifierCell", "ZoneoutCell", "ResidualCell",
            "BaseConvRNNCell", "ConvRNNCell", "ConvLSTMCell", "ConvGRUCell",
            "encode_sentences", "BucketSentenceIter"]

@@ -1,0 +1,1 @@
+"""Sequence operators: connectionist temporal classification and the fused recurrent layer."""

@@ -1,0 +1,323 @@
+"""RNN: MXNet's fused multi-layer recurrent layer (vanilla ReLU/tanh, LSTM, GRU)."""
+from __future__ import annotations
+
+from ... import random as rm_random
+from ...base import AttributeValueError, ShapeError
+from ..base import Op, Param, known, merge_shape
+
+_GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
+
+
+def param_layout(mode: str, num_layers: int, directions: int, input_size: int,
+                 state_size: int) -> tuple[list, int]:
+    """Where each weight and bias lies in MXNet's flat ``parameters`` vector.
+
+    Returns ``(entries, total)``; ``entries[layer * directions + d]`` maps ``i2h_weight``,
+    ``h2h_weight``, ``i2h_bias`` and ``h2h_bias`` to ``(offset, shape)``. All weights come
+    first (per layer, per direction: input-to-hidden then hidden-to-hidden), then all biases in
+    the same order; gate rows are stacked in MXNet's order (LSTM i, f, g, o; GRU r, z, n).
+    """
+    rows = _GATES[mode] * state_size
+    entries, offset = [], 0
+    for layer in range(num_layers):
+        width = input_size if layer == 0 else directions * state_size
+        for _ in range(directions):
+            entry = {"i2h_weight": (offset, (rows, width))}
+            offset += rows * width
+            entry["h2h_weight"] = (offset, (rows, state_size))
+            offset += rows * state_size
+            entries.append(entry)
+    for entry in entries:
+        entry["i2h_bias"] = (offset, (rows,))
+        entry["h2h_bias"] = (offset + rows, (rows,))
+        offset += 2 * rows
+    return entries, offset
+
+
+def _sigmoid(xp, z):
+    return 1 / (1 + xp.exp(-z))
+
+
+class RNN(Op):
+    """A stack of recurrent layers over a whole sequence, with one flat parameter vector.
+
+    ``data`` has shape ``(T, N, I)`` (time major); ``state`` (and ``state_cell`` for LSTM)
+    ``(num_layers * D, N, H)`` with ``D = 2`` when bidirectional and ``H = state_size``.
+    ``parameters`` is MXNet's flat vector (see :func:`param_layout`). Per step,
+    ``rnn_relu``/``rnn_tanh``: ``h = act(W x + b + R h + c)``; ``lstm``: gates
+    ``i, f, o = sigmoid(.)``, ``g = tanh(.)``, ``c = f c + i g``, ``h = o tanh(c)``; ``gru``:
+    ``r, z = sigmoid(.)``, ``n = tanh(W_n x + b_n + r (R_n h + c_n))``, ``h = (1 - z) n + z h``.
+    A bidirectional layer runs a second cell over the reversed sequence and concatenates the
+    two outputs, which feed the next layer. In training, dropout with rate ``p`` (drawn from
+    :func:`raymod.random.device_generator`) is applied to the output of every layer but the
+    last. Outputs: ``output`` ``(T, N, D * H)``, and with ``state_outputs`` the final hidden
+    state (``state_output``) and, for LSTM, the final cell state (``statecell_output``).
+    ``lstm_state_clip_min``/``max`` clip the LSTM cell state at every step (no gradient
+    flows through a clipped entry), as MXNet's cuDNN path does (MXNet 1.9.1's CPU kernel
+    ignores them); with ``lstm_state_clip_nan`` a NaN cell state becomes the upper bound.
+
+    ``projection_size`` and ``use_sequence_length`` are not supported (AttributeValueError).
+
+    Backward (through time: loops over layers, directions and steps only) keeps every
+    layer's input, the hidden and cell states and the gate activations of each step, and the
+    dropout masks.
+    """
+
+    name = "RNN"
+    params = {"state_size": Param("int"), "num_layers": Param("int"),
+              "bidirectional": Param("bool", False),
+              "mode": Param("str", choices=tuple(_GATES)),
+              "p": Param("float", 0.0), "state_outputs": Param("bool", False),
+              "projection_size": Param("int", None, optional=True),
+              "lstm_state_clip_min": Param("float", None, optional=True),
+              "lstm_state_clip_max": Param("float", None, optional=True),
+              "lstm_state_clip_nan": Param("bool", False),
+              "use_sequence_length": Param("bool", False)}
+    inputs = ("data", "parameters", "state", "state_cell", "sequence_length")
+    outputs = ("output", "state_output", "statecell_output")
+    no_grad_inputs = ("sequence_length",)
+
+    def check(self) -> None:
+        if self.state_size <= 0:
+            raise AttributeValueError(f"RNN: state_size must be positive, got {self.state_size}")
+        if self.num_layers <= 0:
+            raise AttributeValueError(f"RNN: num_layers must be positive, got {self.num_layers}")
+        if not 0 <= self.p <= 1:
+            raise AttributeValueError(f"RNN: p must be in [0, 1], got {self.p}")
+        if self.projection_size is not None:
+            raise AttributeValueError(f"RNN: projection_size (LSTMP) is not supported by "
+                                      f"raymod, got projection_size={self.projection_size}")
+        if self.use_sequence_length:
+            raise AttributeValueError("RNN: use_sequence_length=True (variable-length "
+                                      "sequences) is not supported by raymod; got True")
+        if (self.lstm_state_clip_min is None) != (self.lstm_state_clip_max is None):
+            raise AttributeValueError(
+                f"RNN: lstm_state_clip_min and lstm_state_clip_max must be given together, got "
+                f"{self.lstm_state_clip_min} and {self.lstm_state_clip_max}")
+
+    @property
+    def _dirs(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    @property
+    def _lstm(self) -> bool:
+        return self.mode == "lstm"
+
+    def list_arguments(self) -> list[str]:
+        return ["data", "parameters", "state"] + ["state_cell"] * self._lstm
+
+    def list_outputs(self) -> list[str]:
+        if not self.state_outputs:
+            return ["output"]
+        return ["output", "state_output"] + ["statecell_output"] * self._lstm
+
+    def infer_shape(self, in_shapes, out_shapes):
+        data = in_shapes[0]
+        if data is not None and len(data) != 3:
+            raise ShapeError(f"RNN: data must be 3-D (T, N, I), got shape {data}")
+        hidden, states = self.state_size, self.num_layers * self._dirs
+        state = None
+        for s in in_shapes[2:]:
+            state = merge_shape(state, s, "RNN: state and state_cell must share a shape")
+        if state is not None and len(state) != 3:
+            raise ShapeError(f"RNN: state must be 3-D (layers * directions, N, H), got {state}")
+        batch = (data[1] if data is not None and data[1] else
+                 state[1] if state is not None else 0)
+        state = merge_shape(state, (states, batch, hidden),
+                            f"RNN: state must have shape ({states}, N, {hidden}) for "
+                            f"num_layers={self.num_layers}, bidirectional={self.bidirectional}, "
+                            f"state_size={hidden}; got")
+        if data is None or not data[2]:
+            return [data, in_shapes[1]] + [state] * (len(in_shapes) - 2), [None] * len(
+                out_shapes), []
+        if batch and data[1] != batch:
+            data = (data[0], batch, data[2])
+        size = param_layout(self.mode, self.num_layers, self._dirs, data[2], hidden)[1]
+        params = merge_shape(in_shapes[1], (size,),
+                             f"RNN: parameters must have shape ({size},) for input size "
+                             f"{data[2]}, got")
+        outs = [(data[0], data[1], self._dirs * hidden)] + [state] * (len(out_shapes) - 1)
+        return [data, params] + [state] * (len(in_shapes) - 2), outs, []
+
+    # --- forward -------------------------------------------------------------------------
+    def _weights(self, xp, flat, input_size):
+        entries, _ = param_layout(self.mode, self.num_layers, self._dirs, input_size,
+                                  self.state_size)
+        return [{k: flat[o:o + _size(s)].reshape(s) for k, (o, s) in e.items()} for e in entries]
+
+    def _clip(self, xp, c):
+        """Clip LSTM cell states; returns the clipped values and where the gradient passes."""
+        lo, hi = self.lstm_state_clip_min, self.lstm_state_clip_max
+        if lo is None:
+            return c, None
+        if self.lstm_state_clip_nan:
+            c = xp.where(xp.isnan(c), c.dtype.type(hi), c)
+        passes = (c >= lo) & (c <= hi)
+        return xp.clip(c, lo, hi), passes
+
+    def _run_direction(self, xp, x, w, h, c, reverse):
+        """One cell over the sequence; returns the outputs (T, N, H), the final states and
+        what backward needs."""
+        steps = x.shape[0]
+        hidden = self.state_size
+        xw = x @ w["i2h_weight"].T + w["i2h_bias"]  # every step's input term in one matmul
+        out = xp.empty(x.shape[:2] + (hidden,), x.dtype)
+        h_prev = xp.empty_like(out)
+        acts = xp.empty(x.shape[:2] + (xw.shape[2],), x.dtype)
+        cells = xp.empty_like(out) if self._lstm else None
+        c_prev = xp.empty_like(out) if self._lstm else None
+        passes = []
+        extra = xp.empty_like(out) if self.mode == "gru" else None
+        order = range(steps - 1, -1, -1) if reverse else range(steps)
+        for t in order:  # loop over time: each step needs the previous state
+            h_prev[t] = h
+            hw = h @ w["h2h_weight"].T + w["h2h_bias"]
+            pre = xw[t] + hw
+            if self.mode == "rnn_relu":
+                h = xp.maximum(pre, 0)
+                acts[t] = h
+            elif self.mode == "rnn_tanh":
+                h = xp.tanh(pre)
+                acts[t] = h
+            elif self._lstm:
+                i, f, g, o = xp.split(pre, 4, axis=1)
+                i, f, o, g = _sigmoid(xp, i), _sigmoid(xp, f), _sigmoid(xp, o), xp.tanh(g)
+                c_prev[t] = c
+                c, mask = self._clip(xp, f * c + i * g)
+                passes.append(mask)
+                cells[t] = c
+                h = o * xp.tanh(c)
+                acts[t] = xp.concatenate([i, f, g, o], axis=1)
+            else:
+                xr, xz, xn = xp.split(xw[t], 3, axis=1)
+                hr, hz, hn = xp.split(hw, 3, axis=1)
+                r, z = _sigmoid(xp, xr + hr), _sigmoid(xp, xz + hz)
+                n = xp.tanh(xn + r * hn)
+                h = (1 - z) * n + z * h
+                acts[t] = xp.concatenate([r, z, n], axis=1)
+                extra[t] = hn
+            out[t] = h
+        if reverse:
+            passes.reverse()
+        saved = {"h_prev": h_prev, "acts": acts, "c_prev": c_prev, "cells": cells,
+                 "extra": extra, "passes": passes if passes and passes[0] is not None else None}
+        return out, h, c, saved
+
+    def forward(self, xp, inputs, aux, is_train):
+        x, flat, h0 = inputs[0], inputs[1], inputs[2]
+        c0 = inputs[3] if self._lstm else None
+        weights = self._weights(xp, flat, x.shape[2])
+        dirs = self._dirs
+        hy, cy, layers = [], [], []
+        layer_in = x
+        for layer in range(self.num_layers):  # loop over layers and directions (few)
+            outs, saves = [], []
+            for d in range(dirs):
+                k = layer * dirs + d
+                out, h, c, saved = self._run_direction(
+                    xp, layer_in, weights[k], h0[k], None if c0 is None else c0[k], d == 1)
+                outs.append(out)
+                saves.append(saved)
+                hy.append(h)
+                cy.append(c)
+            y = outs[0] if dirs == 1 else xp.concatenate(outs, axis=2)
+            mask = None
+            if is_train and self.p > 0 and layer < self.num_layers - 1:
+                keep = 1 - self.p
+                if keep == 0:
+                    mask = xp.zeros(y.shape, y.dtype)
+                else:
+                    u = rm_random.device_generator(xp).random(y.shape, dtype=y.dtype)
+                    mask = (u < keep).astype(y.dtype) * y.dtype.type(1 / keep)
+                y = y * mask
+            layers.append({"input": layer_in, "dirs": saves, "mask": mask})
+            layer_in = y
+        results = [layer_in]
+        if self.state_outputs:
+            results.append(xp.stack(hy))
+            if self._lstm:
+                results.append(xp.stack(cy))
+        return results, ({"layers": layers, "weights": weights} if is_train else None)
+
+    # --- backward ------------------------------------------------------------------------
+    def _back_direction(self, xp, w, s, x, dy, dh, dc, reverse):
+        """Gradients of one cell over the sequence: input, initial states and parameters."""
+        steps = dy.shape[0]
+        acts, h_prev = s["acts"], s["h_prev"]
+        dpre_x = xp.empty_like(acts)  # gradient of the input term W x + b per step
+        dpre_h = xp.empty_like(acts)  # gradient of the recurrent term R h + c per step
+        order = range(steps) if reverse else range(steps - 1, -1, -1)
+        for t in order:  # backward through time, opposite to the forward order
+            dh = dh + dy[t]
+            a = acts[t]
+            carry = 0  # what reaches the previous state other than through R h
+            if self.mode == "rnn_relu":
+                dpre_x[t] = dpre_h[t] = dh * (a > 0)
+            elif self.mode == "rnn_tanh":
+                dpre_x[t] = dpre_h[t] = dh * (1 - a * a)
+            elif self._lstm:
+                i, f, g, o = xp.split(a, 4, axis=1)
+                tc = xp.tanh(s["cells"][t])
+                dc = dc + dh * o * (1 - tc * tc)
+                if s["passes"] is not None:
+                    dc = dc * s["passes"][t]
+                dpre_x[t] = dpre_h[t] = xp.concatenate(
+                    [dc * g * i * (1 - i), dc * s["c_prev"][t] * f * (1 - f),
+                     dc * i * (1 - g * g), dh * tc * o * (1 - o)], axis=1)
+                dc = dc * f
+            else:
+                r, z, n = xp.split(a, 3, axis=1)
+                dn = dh * (1 - z) * (1 - n * n)
+                dz = dh * (h_prev[t] - n) * z * (1 - z)
+                dr = dn * s["extra"][t] * r * (1 - r)
+                dpre_x[t] = xp.concatenate([dr, dz, dn], axis=1)
+                dpre_h[t] = xp.concatenate([dr, dz, dn * r], axis=1)
+                carry = dh * z
+            dh = carry + dpre_h[t] @ w["h2h_weight"]
+        grads = {"i2h_weight": xp.einsum("tng,tni->gi", dpre_x, x),
+                 "h2h_weight": xp.einsum("tng,tnh->gh", dpre_h, h_prev),
+                 "i2h_bias": dpre_x.sum(axis=(0, 1)), "h2h_bias": dpre_h.sum(axis=(0, 1))}
+        dx = dpre_x @ w["i2h_weight"]
+        return dx, dh, dc, grads
+
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        layers, weights = saved["layers"], saved["weights"]
+        x = layers[0]["input"]
+        dirs, hidden = self._dirs, self.state_size
+        zeros = xp.zeros((self.num_layers * dirs,) + x.shape[1:2] + (hidden,), x.dtype)
+        dhy = out_grads[1] if self.state_outputs and out_grads[1] is not None else zeros
+        dcy = (out_grads[2] if self.state_outputs and self._lstm and out_grads[2] is not None
+               else zeros)
+        entries, total = param_layout(self.mode, self.num_layers, dirs, x.shape[2], hidden)
+        dflat = xp.empty((total,), x.dtype)
+        dh0 = xp.empty_like(zeros)
+        dc0 = xp.empty_like(zeros)
+        dy = out_grads[0]
+        for layer in range(self.num_layers - 1, -1, -1):  # layers in reverse (few)
+            info = layers[layer]
+            if info["mask"] is not None:
+                dy = dy * info["mask"]
+            dx = None
+            for d in range(dirs):
+                k = layer * dirs + d
+                part = dy[:, :, d * hidden:(d + 1) * hidden]
+                gx, dh, dc, grads = self._back_direction(
+                    xp, weights[k], info["dirs"][d], info["input"], part, dhy[k], dcy[k],
+                    d == 1)
+                dx = gx if dx is None else dx + gx
+                dh0[k] = dh
+                dc0[k] = dc
+                for key, (o, shape) in entries[k].items():
+                    dflat[o:o + _size(shape)] = grads[key].reshape(-1)
+            dy = dx
+        grads = [dy, dflat, dh0]
+        if self._lstm:
+            grads.append(dc0)
+        return [g if need else None for g, need in zip(grads, need_grad)]
+
+
+def _size(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
