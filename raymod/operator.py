@@ -132,8 +132,9 @@ class CustomOpProp:
 
     def create_operator(self, ctx: Any, in_shapes: list[list[int]],
                         in_dtypes: list) -> CustomOp:
-        """The :class:`CustomOp` computing this op for inputs of these shapes and dtypes
-        (arguments, then auxiliary states) on context ``ctx``."""
+        """The :class:`CustomOp` computing this op for inputs of these shapes (lists of
+        ints) and dtypes (MXNet's dtype codes: 0 float32, 1 float64, ...), arguments then
+        auxiliary states, on context ``ctx``."""
         return CustomOp()
 
 

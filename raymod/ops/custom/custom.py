@@ -8,7 +8,7 @@ import numpy as np
 from ...base import AttributeValueError, ShapeError
 from ...context import Context, cpu, gpu
 from ...operator import CustomOp, get_prop
-from ..base import Op, Param, known
+from ..base import CODE_OF_DTYPE, Op, Param, known
 
 
 def _context_of(xp) -> Context:
@@ -135,8 +135,9 @@ class Custom(Op):
         op = self._operators.get(key)
         if op is None:
             with ctx:
+                # as MXNet: shapes as lists, dtypes as MXNet's dtype codes (0 is float32)
                 op = self.prop.create_operator(ctx, [list(s) for s in shapes],
-                                               [np.dtype(d).type for d in dtypes])
+                                               [CODE_OF_DTYPE[np.dtype(d)] for d in dtypes])
             if not isinstance(op, CustomOp):
                 raise TypeError(f"Custom op_type {self.op_type!r}: create_operator must return "
                                 f"an rm.operator.CustomOp, got {type(op).__name__}")
