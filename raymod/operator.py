@@ -21,11 +21,13 @@ The arrays a custom op sees are numpy arrays on CPU contexts and CuPy arrays on 
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Sequence
 
 from .base import MXNetError
 
-__all__ = ["CustomOp", "CustomOpProp", "register", "get_prop", "registered"]
+__all__ = ["CustomOp", "CustomOpProp", "register", "get_prop", "registered", "pack_props",
+           "unpack_props"]
 
 # op_type -> CustomOpProp subclass
 _PROPS: dict[str, type] = {}
@@ -172,3 +174,49 @@ def registered(op_types: Sequence[str] | None = None) -> dict[str, type]:
     if op_types is None:
         return dict(_PROPS)
     return {t: get_prop(t) for t in op_types}
+
+
+def _cloudpickle():
+    try:
+        from ray import cloudpickle
+    except ImportError:  # plain cloudpickle works the same where Ray is absent
+        import cloudpickle
+    return cloudpickle
+
+
+def pack_props(symbol: Any) -> bytes | None:
+    """The prop classes of the ``Custom`` nodes of ``symbol``, pickled by value (their
+    modules need not be importable where they are unpacked: a test file, a notebook), or
+    None when the symbol has no custom op. Ray workers get them with the symbol's JSON and
+    register them with :func:`unpack_props` before loading it.
+
+    Classes defined in ``raymod`` itself travel by reference. The module of a prop is
+    pickled by value, so the CustomOp classes and helpers it defines travel along; ones it
+    imports from elsewhere must be importable on the workers.
+    """
+    types = sorted({n.op.op_type for n in symbol.topo()
+                    if n.op is not None and n.op.name == "Custom"})
+    if not types:
+        return None
+    props = registered(types)
+    cp = _cloudpickle()
+    modules = {c.__module__ for c in props.values()} - {"__main__"}
+    added = [m for m in modules if not m.startswith("raymod.") and m in sys.modules
+             and m not in cp.list_registry_pickle_by_value()]
+    for m in added:
+        cp.register_pickle_by_value(sys.modules[m])
+    try:
+        return cp.dumps(props)
+    finally:
+        for m in added:
+            cp.unregister_pickle_by_value(sys.modules[m])
+
+
+def unpack_props(blob: bytes | None) -> list[str]:
+    """Register the prop classes packed by :func:`pack_props`; returns their op_types."""
+    if not blob:
+        return []
+    props = _cloudpickle().loads(blob)
+    for op_type, prop_cls in props.items():
+        register(op_type)(prop_cls)
+    return sorted(props)
