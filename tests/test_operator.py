@@ -347,3 +347,25 @@ def test_infer_shape_returning_wrong_counts_is_a_shape_error():
     sym = rm.sym.Custom(rm.sym.Variable("x"), op_type="test_bad_shape")
     with pytest.raises(ShapeError, match="test_bad_shape.*2 outputs.*declares 1"):
         sym.infer_shape(x=(2, 3))
+
+
+def test_props_travel_by_value_and_register_on_unpack(rng):
+    sym = rm.sym.Custom(rm.sym.Variable("x"), op_type="test_scaled_sin", scale=3)
+    assert rm.operator.pack_props(rm.sym.Variable("x")) is None
+    blob = rm.operator.pack_props(sym)
+    from ray import cloudpickle
+    assert __name__ not in cloudpickle.list_registry_pickle_by_value()   # only while packing
+    original = rm.operator.registered().get("test_scaled_sin")
+    rm.operator._PROPS.pop("test_scaled_sin")   # as in a fresh worker process
+    try:
+        with pytest.raises(MXNetError, match="test_scaled_sin"):
+            rm.sym.load_json(sym.tojson())
+        assert rm.operator.unpack_props(blob) == ["test_scaled_sin"]
+        shipped = rm.operator.get_prop("test_scaled_sin")
+        # (cloudpickle gives back the same class in the process that packed it)
+        assert shipped.__name__ == "ScaledSinProp"
+        x = rng.standard_normal((2, 2))
+        out = rm.sym.load_json(sym.tojson()).bind(rm.cpu(), args={"x": x}).forward()[0]
+        np.testing.assert_allclose(out, 3 * x * np.sin(x), rtol=1e-12)
+    finally:
+        rm.operator.register("test_scaled_sin")(original)
