@@ -18,6 +18,11 @@ def _context_of(xp) -> Context:
     return gpu(int(xp.cuda.runtime.getDevice()))
 
 
+def _shape(value: Any) -> tuple | None:
+    """A prop's shape as a tuple; ``[]`` or None (not known yet) as None."""
+    return tuple(int(d) for d in value) if value is not None and len(value) else None
+
+
 class Custom(Op):
     """A node whose inputs, outputs, inference and computation come from the
     :class:`raymod.operator.CustomOpProp` registered as ``op_type``.
@@ -114,9 +119,8 @@ class Custom(Op):
                 return nothing
             raise ShapeError(f"Custom op_type {self.op_type!r}: infer_shape failed for input "
                              f"shapes {given}: {type(err).__name__}: {err}") from err
-        ins, outs, aux = self._result("infer_shape", ret, counts)
-        fix = lambda s: tuple(int(d) for d in s) if s is not None and len(s) else None  # noqa
-        return [fix(s) for s in ins], [fix(s) for s in outs], [fix(s) for s in aux]
+        return tuple([_shape(s) for s in values]
+                     for values in self._result("infer_shape", ret, counts))
 
     def infer_type(self, in_types, out_types):
         counts = (len(self._arguments), len(self._outputs), len(self._aux))
