@@ -17,6 +17,7 @@ from . import callback, io, lr_scheduler, metric, mon, optimizer
 from . import kvstore
 from . import kvstore as kv
 from . import rnn
+from . import operator
 from . import checkpoint, model, module
 from . import module as mod
 from . import ndarray_io as nd

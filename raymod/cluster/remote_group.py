@@ -30,6 +30,7 @@ from ..base import MXNetError
 from ..context import as_numpy
 from ..io import DataDesc
 from ..kvstore.server import ServerLost
+from ..operator import pack_props
 from ..parallel.executor_group import _desc
 from ..parallel.slicing import batch_axis, split_input_slice, take_slice
 from ..symbol import Symbol
@@ -178,7 +179,9 @@ class RayExecutorGroup:
                 "label": [self._sliced(d, first) for d in label],
                 "for_training": self.for_training, "inputs_need_grad": self.inputs_need_grad,
                 "fixed_param_names": self.fixed_param_names, "grad_req": self.grad_req,
-                "state_names": self.state_names}
+                "state_names": self.state_names,
+                # the custom ops' classes, by value: workers register them before loading
+                "custom_ops": pack_props(self.symbol)}
         self.pool.broadcast("define", self.group_id, spec, key=("define", self.group_id))
 
     @staticmethod

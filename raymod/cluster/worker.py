@@ -27,6 +27,7 @@ from ..io.base import take_rows
 from ..kvstore.client import ShardClient
 from ..kvstore.layout import same_memory
 from ..kvstore.server import ServerLost
+from ..operator import unpack_props
 from ..optimizer import Updater
 from ..parallel import DataParallelExecutorGroup
 from ..symbol import load_json
@@ -88,6 +89,7 @@ class Worker:
         options of the driver's group; ``spec['shared']`` names the group whose parameters
         it shares (bucketing), or None for the root.
         """
+        unpack_props(spec.get("custom_ops"))  # the driver's custom ops, before the JSON
         spec = dict(spec, symbol=load_json(spec["symbol"]))
         self.specs[group_id] = spec
         self._group(group_id, spec["data"], spec["label"])

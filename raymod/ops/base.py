@@ -175,6 +175,9 @@ class Op:
     # ops whose backward accepts ``grad_out``: per input, an array to write that gradient
     # into (or None); the executor passes a parameter's own grad array, saving a copy
     writes_grad_out: ClassVar[bool] = False
+    # ops taking attributes not declared in ``params`` (Custom: its prop's); every key of a
+    # JSON node but ``__hidden__`` ones is then an op attribute
+    any_attrs: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

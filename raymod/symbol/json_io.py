@@ -57,8 +57,10 @@ def load_json(json_str: str) -> Symbol:
             nodes.append(Node(None, raw["name"], {k: str(v) for k, v in attrs.items()}))
             continue
         op_cls = OPS.get(raw["op"])
-        op_attrs = {k: v for k, v in attrs.items() if k in op_cls.params}
-        node_attrs = {k: str(v) for k, v in attrs.items() if k not in op_cls.params}
+        takes = (lambda k: not (k.startswith("__") and k.endswith("__"))) if op_cls.any_attrs \
+            else (lambda k: k in op_cls.params)
+        op_attrs = {k: v for k, v in attrs.items() if takes(k)}
+        node_attrs = {k: str(v) for k, v in attrs.items() if not takes(k)}
         bad = [k for k in node_attrs if not (k.startswith("__") and k.endswith("__"))]
         if bad:
             # let the op report unknown attributes with its own message

@@ -43,6 +43,19 @@ def test_softmax_output_multi_output(ctx, rng, normalization, norm, label_2d):
     assert_almost_equal(grad, (p - onehot) * (label != -1)[:, None] / norm)
 
 
+def test_softmax_output_multi_output_label_with_a_class_axis_of_one(ctx, rng):
+    # MXNet also takes labels shaped (n, 1, d1, ...) (Faster R-CNN's RPN label)
+    x = rng.standard_normal((2, 3, 2, 3))
+    label = rng.integers(0, 3, (2, 2, 3)).astype(np.float64)
+    sym = op_symbol("SoftmaxOutput", ["data", "label"], multi_output=True)
+    assert sym.infer_shape(data=(2, 3, 2, 3), label=(2, 1, 2, 3))[0][1] == (2, 1, 2, 3)
+    out, grad = run(ctx, x, label.reshape(2, 1, 2, 3), multi_output=True)
+    p = softmax(x, 1)
+    onehot = np.moveaxis(label[..., None] == np.arange(3), -1, 1)
+    assert_almost_equal(out, p)
+    assert_almost_equal(grad, (p - onehot) / 6)   # "null" divides by d1*d2, as MXNet
+
+
 def test_softmax_output_preserve_shape_and_smoothing(ctx, rng):
     x, label = rng.standard_normal((2, 3, 4)), rng.integers(0, 4, (2, 3)).astype(np.float64)
     out, grad = run(ctx, x, label, preserve_shape=True, smooth_alpha=0.3, normalization="batch")

@@ -47,7 +47,9 @@ class SoftmaxOutput(LabelledLoss):
         """Accepted label shapes for ``data``; the first is the one inferred."""
         if self.multi_output:
             rest = data[2:]
-            return [(data[0], math.prod(rest)), (data[0],) + rest, data]
+            # MXNet also takes (n, 1, d1, ...): the data's shape with one class
+            return [(data[0], math.prod(rest)), (data[0],) + rest, data[:1] + (1,) + rest,
+                    data]
         if self.preserve_shape:
             return [data[:-1], data]
         return [data[:-1], data[:1], data]

@@ -1,0 +1,1 @@
+"""Operators whose computation the user writes in Python (``Custom``, see ``rm.operator``)."""
