@@ -20,11 +20,12 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from . import random as _random
+from .context import as_numpy
 from .registry import Registry
 
 __all__ = ["InitDesc", "Initializer", "register", "alias", "create", "Uniform", "Normal",
            "Xavier", "MSRAPrelu", "Orthogonal", "Constant", "Zero", "One", "Bilinear",
-           "LSTMBias", "Mixed", "Load"]
+           "LSTMBias", "FusedRNN", "Mixed", "Load"]
 
 _REGISTRY: Registry = Registry("initializer")
 
@@ -502,6 +503,58 @@ class LSTMBias(Initializer):
         values = np.zeros(arr.shape, dtype=_host_dtype(arr))
         values[num_hidden:2 * num_hidden] = self.forget_bias
         _assign(arr, values)
+
+
+@register
+class FusedRNN(Initializer):
+    """The flat ``parameters`` vector of a fused ``RNN`` op, filled gate by gate.
+
+    The vector is cut into the per-gate weights and biases of the unfused cells
+    (:meth:`raymod.rnn.FusedRNNCell.unpack_weights`); each is filled by ``init`` (or, when
+    None, by the model's global initializer under its per-gate name), LSTM forget-gate biases
+    are set to ``forget_bias``, and the pieces are packed back. ``rm.rnn.FusedRNNCell`` gives
+    its ``parameters`` variable this initializer, as MXNet's does.
+
+    Parameters
+    ----------
+    init : Initializer or str or None
+        For the per-gate arrays; None uses the global initializer.
+    num_hidden, num_layers : int
+        The cell's sizes.
+    mode : str
+        ``rnn_relu``, ``rnn_tanh``, ``lstm`` or ``gru``.
+    bidirectional : bool, default False
+    forget_bias : float, default 1.0
+    """
+
+    def __init__(self, init: Any, num_hidden: int, num_layers: int, mode: str,
+                 bidirectional: bool = False, forget_bias: float = 1.0):
+        if isinstance(init, str):
+            init = create(init)
+        super().__init__(init=None if init is None else init.dumps(), num_hidden=num_hidden,
+                         num_layers=num_layers, mode=mode, bidirectional=bidirectional,
+                         forget_bias=forget_bias)
+        self._init = init
+        self._cell_args = (num_hidden, num_layers, mode, bidirectional)
+        self._forget_bias = forget_bias
+
+    def _init_weight(self, desc: str, arr: Any) -> None:
+        from .rnn.fused import FusedRNNCell  # the cell knows the layout; rnn sits above
+        num_hidden, num_layers, mode, bidirectional = self._cell_args
+        cell = FusedRNNCell(num_hidden, num_layers, mode, bidirectional, prefix="")
+        pieces = cell.unpack_weights({"parameters": as_numpy(arr)})
+        outer = getattr(desc, "global_init", None)
+        for name, piece in pieces.items():
+            if mode == "lstm" and name.endswith("_f_bias"):
+                piece[...] = self._forget_bias
+            elif self._init is not None:
+                self._init(InitDesc(name, global_init=outer), piece)
+            elif outer is not None:
+                outer(InitDesc(name, global_init=outer), piece)
+            else:
+                raise ValueError(f"FusedRNN for {str(desc)!r}: no init given and no global "
+                                 "initializer to fill the per-gate arrays with")
+        _assign(arr, cell.pack_weights(pieces)["parameters"])
 
 
 class Mixed:

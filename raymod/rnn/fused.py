@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import symbol as sym
 from ..context import context_of
+from ..initializer import FusedRNN
 from ..symbol.symbol import Symbol
 from .cells import (BaseRNNCell, BidirectionalCell, GRUCell, LSTMCell, RNNCell, RNNParams,
                     SequentialRNNCell, _normalize_sequence)
@@ -39,8 +40,8 @@ class FusedRNNCell(BaseRNNCell):
     get_next_state : bool, default False
         Whether :meth:`unroll` returns the final states (otherwise an empty list).
     forget_bias : float, default 1.0
-        Kept for MXNet's signature; the flat ``parameters`` variable is initialised by the
-        module's initializer as a whole (raymod has no ``FusedRNN`` initializer).
+        Initial LSTM forget-gate bias: the ``parameters`` variable carries a
+        :class:`raymod.initializer.FusedRNN` initializer that fills it gate by gate.
     prefix : str, optional
         ``'<mode>_'`` when None.
     params : RNNParams, optional
@@ -62,7 +63,8 @@ class FusedRNNCell(BaseRNNCell):
         self._get_next_state = get_next_state
         self._forget_bias = forget_bias
         self._directions = ["l", "r"] if bidirectional else ["l"]
-        self._parameter = self._params.get("parameters")
+        self._parameter = self._params.get("parameters", init=FusedRNN(
+            None, num_hidden, num_layers, mode, bidirectional, forget_bias))
 
     @property
     def state_info(self) -> list[dict]:

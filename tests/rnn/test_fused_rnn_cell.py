@@ -74,3 +74,19 @@ def test_names_states_and_layouts(rng):
     lstm = rnn.FusedRNNCell(2, num_layers=3, dropout=0.5, mode="lstm")
     kinds = [type(c).__name__ for c in lstm.unfuse()._cells]
     assert kinds == ["LSTMCell", "DropoutCell", "LSTMCell", "DropoutCell", "LSTMCell"]
+
+
+def test_fused_rnn_initializer_fills_gate_by_gate_with_the_forget_bias():
+    cell = rm.rnn.FusedRNNCell(3, num_layers=1, mode="lstm", forget_bias=2.5, prefix="f_")
+    outputs, _ = cell.unroll(2, inputs=rm.sym.Variable("data"), layout="TNC",
+                             merge_outputs=True)
+    arg_shapes, _, _ = outputs.infer_shape(data=(2, 4, 5))
+    shape = dict(zip(outputs.list_arguments(), arg_shapes))["f_parameters"]
+    flat = np.zeros(shape, np.float32)
+    attrs = outputs.attr_dict()["f_parameters"]
+    rm.init.Constant(0.5)(rm.init.InitDesc("f_parameters", attrs), flat)
+    pieces = cell.unpack_weights({"f_parameters": flat})
+    for name, piece in pieces.items():
+        # per-gate names: weights from the global initializer, biases 0, forget bias 2.5
+        want = 2.5 if name.endswith("_f_bias") else 0.0 if name.endswith("bias") else 0.5
+        np.testing.assert_array_equal(piece, np.full(piece.shape, want, np.float32), name)
