@@ -39,7 +39,7 @@ def test_fused_lstm_bucketing_lm_validation_perplexity_falls_every_epoch():
     perplexity = []
     with pytest.warns(UserWarning, match="NTC layout"):  # the iterator feeds batch-major
         mod = rm.mod.BucketingModule(sym_gen, default_bucket_key=train.default_bucket_key)
-            mod.fit(train, eval_data=val, eval_metric=rm.metric.Perplexity(-1), num_epoch=3,
+        mod.fit(train, eval_data=val, eval_metric=rm.metric.Perplexity(-1), num_epoch=3,
                 optimizer="adam", optimizer_params={"learning_rate": 0.02},
                 initializer=rm.init.Xavier(factor_type="in", magnitude=2.34),
                 eval_end_callback=lambda p: perplexity.append(p.eval_metric.get()[1]))
