@@ -31,6 +31,16 @@ def _symmetric(left: Any, right: Any, op: str) -> Symbol | None:
     return None
 
 
+def _commutative(left: Any, right: Any, op: str, on_numbers) -> Any:
+    """The ``op`` node for Symbol operands, ``on_numbers(left, right)`` for two numbers."""
+    out = _symmetric(left, right, op)
+    if out is not None:
+        return out
+    if isinstance(left, Number) and isinstance(right, Number):
+        return on_numbers(left, right)
+    raise _refuse(left, right)
+
+
 def maximum(left: Any, right: Any) -> Any:
     """Elementwise maximum of two Symbols, a Symbol and a number, or two numbers.
 
@@ -44,12 +54,7 @@ def maximum(left: Any, right: Any) -> Any:
     Symbol or number
         A ``_maximum`` / ``_maximum_scalar`` node, or the larger number.
     """
-    out = _symmetric(left, right, "_maximum")
-    if out is not None:
-        return out
-    if isinstance(left, Number) and isinstance(right, Number):
-        return left if left > right else right
-    raise _refuse(left, right)
+    return _commutative(left, right, "_maximum", lambda a, b: a if a > b else b)
 
 
 def minimum(left: Any, right: Any) -> Any:
@@ -65,12 +70,7 @@ def minimum(left: Any, right: Any) -> Any:
     Symbol or number
         A ``_minimum`` / ``_minimum_scalar`` node, or the smaller number.
     """
-    out = _symmetric(left, right, "_minimum")
-    if out is not None:
-        return out
-    if isinstance(left, Number) and isinstance(right, Number):
-        return left if left < right else right
-    raise _refuse(left, right)
+    return _commutative(left, right, "_minimum", lambda a, b: a if a < b else b)
 
 
 def pow(base: Any, exp: Any) -> Any:  # noqa: A001 - MXNet's name
@@ -116,9 +116,4 @@ def hypot(left: Any, right: Any) -> Any:
     Symbol or number
         A ``_hypot`` / ``_hypot_scalar`` node, or the number for two numbers.
     """
-    out = _symmetric(left, right, "_hypot")
-    if out is not None:
-        return out
-    if isinstance(left, Number) and isinstance(right, Number):
-        return (left * left + right * right) ** 0.5
-    raise _refuse(left, right)
+    return _commutative(left, right, "_hypot", lambda a, b: (a * a + b * b) ** 0.5)
