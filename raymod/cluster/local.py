@@ -66,7 +66,9 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
         _started_here["local"] = local
         if local:
             kwargs.setdefault("include_dashboard", False)
-            ray.init(num_cpus=num_cpus, num_gpus=num_gpus, _node_ip_address=_LOOPBACK,
+            # "local": always a new cluster, never one found in RAY_ADDRESS or /tmp/ray
+            ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus,
+                     _node_ip_address=_LOOPBACK,
                      **kwargs)
         else:
             ray.init(address=address, **kwargs)

@@ -16,13 +16,13 @@ import logging
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from ..base import MXNetError
 from .worker import Worker
-from .workers import Workers
+from .workers import MIN_STEP_TIMEOUT, Workers
 
 __all__ = ["WorkerLost", "WorkerPool", "WorkersUnavailable"]
 
@@ -97,6 +97,10 @@ class WorkerPool:
         self._replace = False  # a worker was lost: start a replacement at the next boundary
         self._next_drain_check = 0.0
         self.stopping = False  # True while a failing fit saves: calls never wait for workers
+        self.leaving: dict[int, Any] = {}  # ranks that left but may still finish queued steps
+        #: ranks with run-ahead steps in flight (set by the executor group): leavers among
+        #: them are stopped once those steps are collected, so nothing is recomputed
+        self.busy: Callable[[], set] = set
         self.target = spec.max_workers  # live + starting actors the pool keeps asking for
         if not local.is_local():  # on a real cluster, tell the autoscaler what we want
             from ray.autoscaler.sdk import request_resources
@@ -105,7 +109,11 @@ class WorkerPool:
             request_resources(bundles=[{k: v for k, v in want.items() if v}] * self.target)
         for _ in range(spec.max_workers):
             self._spawn()
-        self.wait_for(spec.min_workers, spec.start_timeout)
+        try:
+            self.wait_for(spec.min_workers, spec.start_timeout)
+        except BaseException:  # tear down what started: no actor outlives a failed pool
+            self.shutdown()
+            raise
 
     # ---- membership ---------------------------------------------------------------------------
     def _spawn(self) -> None:
@@ -141,6 +149,7 @@ class WorkerPool:
         """Start replacements for workers lost since the last look, and admit workers that
         have started; returns the admitted ranks."""
         self._leave_draining_nodes()
+        self.release_leaving()
         self._start_replacements()
         if self._starting:
             ready, _ = self._ray.wait(list(self._starting), num_returns=len(self._starting),
@@ -166,10 +175,17 @@ class WorkerPool:
         for rank in self.ranks:
             node = self.info[rank].get("node")
             if node in draining:
-                self._ray.kill(self.workers.pop(rank), no_restart=True)
+                self.leaving[rank] = self.workers.pop(rank)
                 self._event("leave", rank, reason="node draining", node=node,
                             deadline_ms=draining[node])
                 self._replace = True
+        self.release_leaving()
+
+    def release_leaving(self) -> None:
+        """Stop the workers that left and have no run-ahead steps in flight any more."""
+        busy = self.busy()
+        for rank in [r for r in self.leaving if r not in busy]:
+            self._ray.kill(self.leaving.pop(rank), no_restart=True)
 
     def _admit(self, ref: Any) -> int | None:
         rank, handle = self._starting.pop(ref)
@@ -265,8 +281,9 @@ class WorkerPool:
         self.target = max(self.spec.min_workers, self.target - count)
         left = self.ranks[len(self.workers) - count:]
         for rank in left:
-            self._ray.kill(self.workers.pop(rank), no_restart=True)
+            self.leaving[rank] = self.workers.pop(rank)
             self._event("leave", rank)
+        self.release_leaving()
         while self._starting and len(self.workers) + len(self._starting) > self.target:
             _, (_, handle) = self._starting.popitem()  # no longer wanted
             self._ray.kill(handle, no_restart=True)
@@ -276,8 +293,10 @@ class WorkerPool:
         """Stop every worker actor (after letting live ones remove their shared memory)."""
         closing = [h.close.remote() for h in self.workers.values()]
         self._ray.wait(closing, num_returns=len(closing), timeout=5)
-        for handle in list(self.workers.values()) + [h for _, h in self._starting.values()]:
+        for handle in list(self.workers.values()) + [h for _, h in self._starting.values()] \
+                + list(self.leaving.values()):
             self._ray.kill(handle, no_restart=True)
+        self.leaving.clear()
         self.target, self._replace = 0, False  # a later poll must not start new ones
         self.workers.clear()
         self._starting.clear()
@@ -326,6 +345,14 @@ class WorkerPool:
         (below ``min_workers``, this waits for replacements, which replay the set-up, unless
         the pool is :attr:`stopping`)."""
         out = {}
+        # a worker that does not answer within the call deadline is hung: stop it
+        _, late = self._ray.wait(list(refs.values()), num_returns=len(refs),
+                                 timeout=max(MIN_STEP_TIMEOUT, self.spec.step_timeout or 0))
+        for rank, ref in refs.items():
+            if ref in late and rank in self.workers:
+                self.logger.warning("worker %d did not answer within the call deadline: "
+                                    "stopping it", rank)
+                self._ray.kill(self.workers[rank], no_restart=True)
         for rank, ref in refs.items():
             try:
                 out[rank] = self._ray.get(ref)

@@ -19,9 +19,13 @@ workers receive row ids; other batches are sliced and sent by value.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
+import statistics
 import time
+from collections import deque
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -35,14 +39,25 @@ from ..parallel.executor_group import _desc
 from ..parallel.slicing import batch_axis, split_input_slice, take_slice
 from ..symbol import Symbol
 from .pool import WorkerPool, WorkersUnavailable
+from .workers import MIN_STEP_TIMEOUT
 
 __all__ = ["RayExecutorGroup"]
 
 _GROUP_IDS = itertools.count(1)
+_WINDOW_IDS = itertools.count(1)
 #: how many times a step's slices are re-dispatched after worker losses before giving up
 MAX_STEP_ATTEMPTS = 8
 #: the driver keeps a KVServer snapshot this often (steps), plus the log of steps since
 SNAPSHOT_EVERY = 50
+
+
+def _settled(method: Callable) -> Callable:
+    """Run ``method`` after the run-ahead steps in flight have completed (see ``drain``)."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        self.drain()
+        return method(self, *args, **kwargs)
+    return run
 
 
 class StepTimings:
@@ -64,6 +79,14 @@ class StepTimings:
             for phase, sec in r["seconds"].items():
                 self.phases[phase] = self.phases.get(phase, 0.0) + sec
 
+    def add_window(self, wall: float, steps: int, worker_results: Any) -> None:
+        """A run-ahead window: ``steps`` steps in ``wall`` seconds, one result per worker."""
+        self.steps += steps
+        self.wall += wall
+        for r in worker_results:
+            for phase, sec in r["seconds"].items():
+                self.phases[phase] = self.phases.get(phase, 0.0) + sec
+
     def summary(self) -> dict:
         """Mean milliseconds per step: wall, and each worker phase summed over workers."""
         n = max(self.steps, 1)
@@ -80,6 +103,15 @@ class _Losses:
         self.slices = 0                     # slice runs handed to others (a re-run may die too)
         self.replan_s = 0.0                 # driver time forgetting the dead and re-assigning
         self.wait_s = 0.0                   # waiting for replacements below min_workers
+
+    def merge(self, other: "_Losses") -> None:
+        """Add the losses of a later attempt at the same steps."""
+        if other.detected is not None:
+            self.detected = other.detected if self.detected is None else self.detected
+        self.ranks += other.ranks
+        self.slices += other.slices
+        self.replan_s += other.replan_s
+        self.wait_s += other.wait_s
 
     def add(self, loss: Any, rank: int, slices: int) -> None:
         # loss is None when the pool had already dropped the rank (seen by another caller)
@@ -102,6 +134,33 @@ class _StepState:
         self.snapshot_writes = -1           # kv.writes when it was taken
         self.replay: list[tuple] = []       # (step, tasks, options) since the snapshot
         self.recoveries: list[dict] = []
+        # run-ahead windows (see RayExecutorGroup.train_step)
+        self.planned: list[_Planned] = []   # steps not yet handed to the workers
+        self.inflight: list[_Window] = []   # windows handed out, oldest first
+        self.metric: Any = None             # the metric the windows' slices update
+        self.finished: deque = deque()      # (planned step, metric states) to merge, in order
+        self.finishing = False              # merging / calling back right now
+        self.step_seconds: deque = deque(maxlen=64)  # recent step wall times (deadlines)
+
+
+@dataclass
+class _Planned:
+    """A step cut into slice tasks, waiting to be handed out or to complete."""
+
+    step: int
+    tasks: list[dict]
+    svrg: bool
+    on_done: Callable[[], None] | None
+
+
+@dataclass
+class _Window:
+    """Steps handed to every live worker in one call each (``refs``: rank -> (ref, plan))."""
+
+    wid: int
+    steps: list[_Planned]
+    refs: dict
+    started: float
 
 
 class RayExecutorGroup:
@@ -203,6 +262,7 @@ class RayExecutorGroup:
         return list(self._out_shapes)
 
     # ---- parameters ---------------------------------------------------------------------------
+    @_settled
     def set_params(self, arg_params: dict, aux_params: dict, allow_extra: bool = False) -> None:
         """Send values to every worker (one object-store copy) and to the kvstore servers."""
         args = {n: as_numpy(arg_params[n]) for n in self.param_names if n in arg_params}
@@ -214,6 +274,7 @@ class RayExecutorGroup:
             st.kv.init(list(args), list(args.values()))
             st.weights = None  # workers now hold these values already
 
+    @_settled
     def get_params(self, arg_params: dict, aux_params: dict) -> None:
         """Parameters from the servers (or a worker), auxiliary states averaged over workers."""
         st = self.state
@@ -234,6 +295,7 @@ class RayExecutorGroup:
                    if len(values) > 1 else values[0])
 
     # ---- kvstore ------------------------------------------------------------------------------
+    @_settled
     def attach_kvstore(self, kv: Any, update_on_kvstore: bool, local_optimizer: Any) -> None:
         """Connect every worker to ``kv``'s servers (after its keys are initialised).
 
@@ -247,27 +309,70 @@ class RayExecutorGroup:
         self.pool.broadcast("connect", kv.layout, kv.servers, kv.compression_threshold,
                             None if update_on_kvstore else local_optimizer, key="connect")
 
+    @_settled
     def get_updater_states(self) -> bytes:
         """The workers' local optimizer states (identical on every worker): the first's."""
         self.pool.call_all("refresh", self.state.weights)
         states = self.pool.call_all("updater_states")
         return states[min(states)]
 
+    @_settled
     def set_updater_states(self, blob: bytes) -> None:
         """Load local optimizer states on every worker."""
         self.pool.broadcast("set_updater_states", blob, key="updater_states")
 
     # ---- the fused step -----------------------------------------------------------------------
-    def train_step(self, batch: Any, metric: Any = None, svrg: bool = False) -> None:
+    def train_step(self, batch: Any, metric: Any = None, svrg: bool = False,
+                   on_done: Callable[[], None] | None = None) -> None:
         """One training step on the workers: forward, backward, push, update, metric.
 
         With ``svrg`` the workers push ``g(w) - g(w~)`` (see :meth:`full_gradient`). If a
         KVServer dies, the servers go back to the driver's last snapshot and the steps since
         are replayed before this one runs again: no completed step is lost.
+
+        With run-ahead (``Workers.run_ahead`` > 1, a sync kvstore that runs the optimizer)
+        the step is only planned here: every ``run_ahead`` steps the workers get one call
+        each for all of them and run them back to back, waiting on the servers between
+        steps, while the driver plans the next window. ``metric`` is then updated, and
+        ``on_done()`` called, when the step has completed, in step order; every other
+        method of this group first waits for the steps in flight (:meth:`drain`).
         """
         st = self.state
         if st.kv is None:
             raise MXNetError("train_step needs init_optimizer first (no kvstore attached)")
+        if not self._runs_ahead():
+            self.drain()
+            self._train_step_now(batch, metric, svrg)
+            if on_done is not None:
+                on_done()
+            return
+        if metric is not st.metric:
+            self.drain()
+            st.metric = metric
+            st.kv.set_metric(metric)
+        if st.snapshot is None or st.snapshot_writes != st.kv.writes:
+            self.drain()
+            self._take_snapshot()
+        # own copies: the iterator may reuse its buffers for the next batch
+        tasks = self._tasks(batch, self.slices(self.pool.spec.slices), labels=True, copy=True)
+        for t in tasks:
+            t["num_slices"] = len(tasks)
+        st.planned.append(_Planned(st.step, tasks, svrg, on_done))
+        st.replay.append((st.step, tasks, svrg))
+        st.step += 1
+        if st.step % SNAPSHOT_EVERY == 0:
+            self.drain()
+            self._take_snapshot()
+        elif len(st.planned) >= self.pool.spec.run_ahead:
+            self._launch()
+
+    def _runs_ahead(self) -> bool:
+        st = self.state
+        return (self.pool.spec.run_ahead > 1 and st.kv.mode == "sync" and st.update_on_kvstore)
+
+    def _train_step_now(self, batch: Any, metric: Any, svrg: bool) -> None:
+        """The step with one driver call per worker, completed before returning."""
+        st = self.state
         self.pool.poll()
         if len(self.pool) < self.pool.spec.min_workers:  # the last step ended short-handed
             self.pool.wait_for(self.pool.spec.min_workers, self.pool.spec.start_timeout)
@@ -286,6 +391,218 @@ class RayExecutorGroup:
             st.replay.append((st.step - 1, tasks, svrg))
             if st.step % SNAPSHOT_EVERY == 0:
                 self._take_snapshot()
+
+    # ---- run-ahead windows ------------------------------------------------------------------
+    def drain(self) -> None:
+        """Hand out the planned steps and wait until every step in flight has completed
+        (metrics merged, callbacks called): afterwards the servers, the workers and
+        ``state.weights`` agree on the last step, as after a step-by-step ``train_step``."""
+        st = self.state
+        if st.planned:
+            self._launch()
+        while st.inflight:
+            self._collect_oldest()
+        self._finish_steps()
+
+    def _launch(self) -> None:
+        """Give every live worker its slices of the planned steps in one call."""
+        st = self.state
+        planned, st.planned = st.planned, []
+        if not planned:
+            return
+        self.pool.busy = self._busy_ranks
+        self.pool.poll()  # joins, replacements and leaves happen between windows
+        if len(self.pool) < self.pool.spec.min_workers:
+            self.pool.wait_for(self.pool.spec.min_workers, self.pool.spec.start_timeout)
+        wid = next(_WINDOW_IDS)
+        plans: dict[int, list] = {rank: [] for rank in self.pool.ranks}
+        for p in planned:
+            chunks = self._assign(p.tasks)
+            for rank, plan in plans.items():
+                plan.append((p.step, chunks.get(rank, []), p.svrg))
+        # the first step's weights are known only when nothing is in flight
+        weights = None if st.inflight else st.weights
+        refs = {rank: (self.pool.workers[rank].run_window.remote(wid, plan, weights, st.metric),
+                       plan) for rank, plan in plans.items()}
+        st.inflight.append(_Window(wid, planned, refs, time.perf_counter()))
+        while len(st.inflight) > 1:  # the workers have the next window queued meanwhile
+            self._collect_oldest()
+
+    def _busy_ranks(self) -> set:
+        return {rank for win in self.state.inflight for rank in win.refs}
+
+    def _deadline(self, steps: int) -> float:
+        """Seconds ``steps`` steps may take before the laggards count as hung."""
+        per_step = self.pool.spec.step_timeout
+        if per_step is None:
+            seen = self.state.step_seconds
+            per_step = max(MIN_STEP_TIMEOUT, 10 * statistics.median(seen) if seen else 0.0)
+        return per_step * max(1, steps)
+
+    def _collect_oldest(self) -> None:
+        """Wait for the oldest window; on a loss, a hung worker or a lost server, re-plan.
+
+        A window may take a step deadline per step, but the servers must finish a step
+        within each deadline: when one passes with no step finished, the workers the first
+        unfinished step waits for are stopped as hung."""
+        st = self.state
+        win = st.inflight[0]
+        waiting = {ref: rank for rank, (ref, _) in win.refs.items()}
+        results, progress = {}, None
+        while waiting:
+            done, _ = self.pool._ray.wait(list(waiting), num_returns=1,
+                                          timeout=self._deadline(1))
+            if not done:
+                now = st.kv.steps_done()
+                if now != progress:  # still moving: a slow step, not a hung worker
+                    progress = now
+                    continue
+                self._stop_hung(win)
+                self._recover_windows()
+                return
+            rank = waiting.pop(done[0])
+            try:
+                out = self.pool._ray.get(done[0])
+            except (ServerLost, self.pool._ray.exceptions.RayActorError):
+                self._recover_windows()
+                return
+            if out["stopped"] is not None:  # aborted: cannot happen unless we re-plan
+                self._recover_windows()
+                return
+            results[rank] = out
+        st.inflight.pop(0)
+        wall = time.perf_counter() - win.started
+        for _ in win.steps:
+            st.step_seconds.append(wall / len(win.steps))
+        st.timings.add_window(wall, len(win.steps), results.values())
+        self._completed(win.steps)
+
+    def _stop_hung(self, win: _Window) -> None:
+        """Kill the workers holding the slices the servers still lack for the first
+        unfinished step (they missed the deadline); their calls then fail as losses."""
+        st = self.state
+        progress = st.kv.progress()
+        first = min(p["steps_done"] for p in progress) + 1
+        have = set.intersection(*[set(p["pending"].get(first, [])) for p in progress])
+        hung = set()
+        for w in st.inflight:
+            for rank, (ref, plan) in w.refs.items():
+                for step, tasks, _ in plan:
+                    if step == first and any(t["slice"] not in have for t in tasks):
+                        hung.add(rank)
+        if not hung:
+            raise MXNetError(f"step {first} passed its deadline of "
+                             f"{self._deadline(len(win.steps)):.1f} s with every slice pushed")
+        for rank in sorted(hung):
+            self.pool.logger.warning("worker %d missed the deadline of step %d: stopping it",
+                                     rank, first)
+            self.pool._ray.kill(self.pool.workers[rank], no_restart=True)
+
+    def _recover_windows(self) -> None:
+        """Abort every window in flight, then complete their steps one by one: only the
+        slices the servers lack are recomputed, by the live workers (a lost server first
+        goes back to the snapshot, and every step since is replayed)."""
+        st = self.state
+        windows, st.inflight = st.inflight, []
+        steps = [p for win in windows for p in win.steps]
+        losses, server_lost = _Losses(), None
+        try:
+            st.kv.abort(windows[-1].wid)
+        except ServerLost as err:
+            server_lost = err
+        for win in windows:
+            for rank, (ref, plan) in win.refs.items():
+                try:
+                    self.pool._ray.get(ref, timeout=self._deadline(1))
+                except ServerLost as err:
+                    server_lost = err
+                except self.pool._ray.exceptions.GetTimeoutError as err:
+                    if rank in self.pool.workers:
+                        self.pool._ray.kill(self.pool.workers[rank], no_restart=True)
+                        losses.add(self.pool.lost(rank, err, steps[0].step), rank, 0)
+                except self.pool._ray.exceptions.RayActorError as err:
+                    if rank in self.pool.workers:
+                        losses.add(self.pool.lost(rank, err, steps[0].step), rank, 0)
+        self.pool.release_leaving()
+        for attempt in range(MAX_STEP_ATTEMPTS):
+            try:
+                if server_lost is not None:
+                    self._restore_servers(server_lost)
+                    first, redo = st.snapshot[0] + 1, [
+                        _Planned(step, tasks, svrg, None) for step, tasks, svrg in st.replay
+                        if step <= steps[-1].step]
+                else:
+                    first, redo = st.kv.steps_done() + 1, steps
+                for p in redo:
+                    if p.step >= first:
+                        self._rerun(p, losses)
+                break
+            except ServerLost as err:
+                if attempt == MAX_STEP_ATTEMPTS - 1:
+                    raise
+                server_lost = err
+        if losses.ranks:
+            self._recovered(losses, max(first, steps[0].step))
+        self._completed(steps)
+
+    def _rerun(self, p: _Planned, losses: _Losses) -> None:
+        """Complete step ``p`` on the live workers from the values after the step before:
+        the slices some shard lacks are computed again (duplicates are ignored)."""
+        st = self.state
+        missing = set(st.kv.missing_slices(p.step, [t["slice"] for t in p.tasks]))
+        tasks = [t for t in p.tasks if t["slice"] in missing]
+        losses.slices += len(tasks) if losses.ranks else 0
+        weights = st.kv.weights_after(p.step - 1)
+        wid = next(_WINDOW_IDS)
+        more = self._dispatch(tasks, lambda ts: ("run_window", wid, [(p.step, ts, p.svrg)],
+                                                 weights, st.metric),
+                              lambda out, chunk: None, step=p.step)
+        if more is not None:
+            losses.merge(more)
+
+    def _restore_servers(self, err: Exception) -> None:
+        """Every shard back to the snapshot (new servers for dead ones)."""
+        st = self.state
+        t0 = time.perf_counter()
+        snap_step, refs = st.snapshot
+        replaced = st.kv.restore(refs)
+        st.kv.set_metric(st.metric)
+        self.pool.broadcast("set_servers", st.kv.servers, key="servers")
+        event = {"event": "kvserver_recovered", "shards": replaced, "snapshot_step": snap_step,
+                 "steps_replayed": len(st.replay), "seconds": time.perf_counter() - t0,
+                 "time": time.time(), "error": str(err).splitlines()[0]}
+        st.recoveries.append(event)
+        self.pool.events.append(event)
+        self.pool.logger.warning("kvstore servers %s lost: restored the step-%d snapshot and "
+                                 "replay the steps since", replaced, snap_step)
+
+    def _completed(self, steps: list[_Planned]) -> None:
+        """Queue the completed steps' metric states and callbacks, then run the queue."""
+        st = self.state
+        metrics = st.kv.take_metrics(steps[-1].step) if st.metric is not None else {}
+        for p in steps:
+            st.finished.append((p, metrics.get(p.step, {})))
+        st.weights = None if st.inflight else st.kv.weights_after(steps[-1].step)
+        self.pool.release_leaving()
+        self._finish_steps()
+
+    def _finish_steps(self) -> None:
+        """Merge each completed step's metric and call its ``on_done``, in step order (a
+        callback that drains again only queues more: the outer loop keeps the order)."""
+        st = self.state
+        if st.finishing:
+            return
+        st.finishing = True
+        try:
+            while st.finished:
+                p, states = st.finished.popleft()
+                if st.metric is not None and states:
+                    for state in states.get("parts") or [states["merged"]]:
+                        st.metric.merge(state)
+                if p.on_done is not None:
+                    p.on_done()
+        finally:
+            st.finishing = False
 
     def _take_snapshot(self) -> None:
         """Keep refs to the servers' current state; the replay log restarts empty."""
@@ -313,6 +630,7 @@ class RayExecutorGroup:
             self._recovered(losses, step)
         if not replay:
             st.timings.add(time.perf_counter() - t0, results.values())
+            st.step_seconds.append(time.perf_counter() - t0)
         if metric is not None and not replay:
             _merge_metric(metric, [results[t["slice"]]["metric"] for t in tasks])
 
@@ -360,7 +678,7 @@ class RayExecutorGroup:
         cost (for the "recovered" event once the caller has completed the step).
         """
         for t in tasks:
-            t["num_slices"] = len(tasks)
+            t.setdefault("num_slices", len(tasks))
         pending = list(tasks)
         losses = None  # made on the first loss only: nothing to time while nobody dies
         for attempt in range(MAX_STEP_ATTEMPTS):
@@ -410,11 +728,22 @@ class RayExecutorGroup:
 
     def _as_completed(self, refs: dict) -> Iterator[tuple[int, Any, list]]:
         """``(rank, ref, chunk)`` in the order the calls end, so that a death is seen when
-        it happens, not after the answers of every lower rank."""
+        it happens, not after the answers of every lower rank. Workers still busy at the
+        step deadline are stopped as hung: their calls then end as losses."""
         by_ref = {ref: (rank, chunk) for rank, (ref, chunk) in refs.items()}
         waiting = list(by_ref)
+        # a worker given several slices (or batches) may take a deadline for each
+        deadline = self._deadline(max(len(chunk) for _, chunk in refs.values()))
         while waiting:
-            done, waiting = self.pool._ray.wait(waiting, num_returns=1)
+            done, waiting = self.pool._ray.wait(waiting, num_returns=1, timeout=deadline)
+            if not done:
+                for ref in waiting:
+                    rank = by_ref[ref][0]
+                    if rank in self.pool.workers:
+                        self.pool.logger.warning("worker %d missed the step deadline of "
+                                                 "%.1f s: stopping it", rank, deadline)
+                        self.pool._ray.kill(self.pool.workers[rank], no_restart=True)
+                continue
             rank, chunk = by_ref[done[0]]
             yield rank, done[0], chunk
 
@@ -427,6 +756,7 @@ class RayExecutorGroup:
                          wait_s=losses.wait_s, seconds_to_step=now - losses.detected)
 
     # ---- SVRG -------------------------------------------------------------------------------
+    @_settled
     def full_gradient(self, batches: Any) -> tuple[dict, float]:
         """SVRG's snapshot and full-gradient pass over ``batches``, spread over the workers.
 
@@ -455,10 +785,12 @@ class RayExecutorGroup:
                 sums[name] = g.copy() if name not in sums else sums[name] + g
         return sums, sum(p["count"] for p in partials.values())
 
+    @_settled
     def snapshot_values(self) -> dict:
         """SVRG's snapshot ``w~`` as host arrays, by parameter name."""
         return self._call_one("snapshot_values")
 
+    @_settled
     def set_snapshot(self, values: dict) -> None:
         """Make ``values`` the snapshot ``w~`` on every worker, joiners included: they are
         put once, by the driver, so they outlive the published weights they came from."""
@@ -482,19 +814,22 @@ class RayExecutorGroup:
         cuts = np.linspace(0, len(tasks), len(ranks) + 1).round().astype(int)
         return {r: tasks[a:b] for r, a, b in zip(ranks, cuts[:-1], cuts[1:]) if b > a}
 
-    def _tasks(self, batch: Any, slices: list[slice], labels: bool) -> list[dict]:
-        """One task per slice: row ids of a known source, or the arrays themselves."""
+    def _tasks(self, batch: Any, slices: list[slice], labels: bool,
+               copy: bool = False) -> list[dict]:
+        """One task per slice: row ids of a known source, or the arrays themselves (views
+        of the batch's, or of one copy of them with ``copy``)."""
         source, rows = getattr(batch, "source", None), getattr(batch, "index", None)
         base = {"group": self.group_id}
         layouts = [batch_axis(d.layout) for d in self.data_shapes + (self.label_shapes or [])]
         if (source is not None and rows is not None and len(rows) == self.batch_size
                 and all(ax == 0 for ax in layouts)):
             sid, ref = self.pool.source(source)
-            rows = np.asarray(rows)
+            rows = np.array(rows) if copy else np.asarray(rows)
             return [dict(base, slice=i, source=(sid, ref), rows=rows[s])
                     for i, s in enumerate(slices)]
-        data = [as_numpy(a) for a in batch.data]
-        label = [as_numpy(a) for a in (batch.label or [])] if labels else []
+        own = np.array if copy else (lambda a: a)
+        data = [own(as_numpy(a)) for a in batch.data]
+        label = [own(as_numpy(a)) for a in (batch.label or [])] if labels else []
         d_axes = [batch_axis(d.layout) for d in self.data_shapes]
         l_axes = [batch_axis(d.layout) for d in self.label_shapes or []]
         return [dict(base, slice=i,
@@ -503,6 +838,7 @@ class RayExecutorGroup:
                 for i, s in enumerate(slices)]
 
     # ---- the step in separate calls -------------------------------------------------------
+    @_settled
     def forward(self, data_batch: Any, is_train: bool | None = None) -> None:
         """Forward on the workers, one slice each; outputs stay there until asked for."""
         is_train = self.for_training if is_train is None else is_train
@@ -534,6 +870,7 @@ class RayExecutorGroup:
             raise MXNetError(f"a worker died during {method}; run the step again")
         return out
 
+    @_settled
     def backward(self, out_grads: list | None = None) -> None:
         """Backward on the workers; whole-batch ``out_grads`` are sliced for each."""
         if not self.for_training:
@@ -547,6 +884,7 @@ class RayExecutorGroup:
             [take_slice(g, ax, slices[t["slice"]]) if ax >= 0 else g
              for g, ax in zip(grads, self.output_layouts)] for t in ts])
 
+    @_settled
     def update(self) -> None:
         """Push the last backward's gradients and close the step on the servers."""
         st = self.state
@@ -565,6 +903,7 @@ class RayExecutorGroup:
             parts.extend(out[rank])
         return parts
 
+    @_settled
     def get_outputs(self, merge_multi_context: bool = True, begin: int = 0,
                     end: int | None = None) -> list:
         """Outputs of the last forward, fetched from the workers now."""
@@ -573,6 +912,7 @@ class RayExecutorGroup:
         per = [[p[k] for p in parts] for k in range(begin, end)]
         return _gather(per, self.output_layouts[begin:end], merge_multi_context)
 
+    @_settled
     def get_input_grads(self, merge_multi_context: bool = True) -> list:
         """Input gradients of the last backward, fetched from the workers."""
         if not self.inputs_need_grad:
@@ -581,12 +921,14 @@ class RayExecutorGroup:
         per = [[p[k] for p in parts] for k in range(len(self.data_names))]
         return _gather(per, [batch_axis(d.layout) for d in self.data_shapes], merge_multi_context)
 
+    @_settled
     def get_states(self, merge_multi_context: bool = True) -> list:
         """State inputs of the last forward, per slice."""
         parts = self._ordered("get_states")
         per = [[p[k] for p in parts] for k in range(len(self.state_names))]
         return _gather(per, [-1] * len(per), merge_multi_context)
 
+    @_settled
     def set_states(self, states: Any = None, value: Any = None) -> None:
         """Set the state inputs on every worker (``value``, or one array per state)."""
         if (states is None) == (value is None):
@@ -595,6 +937,7 @@ class RayExecutorGroup:
                                             for s in states]
         self.pool.call_all("set_states", flat, value)
 
+    @_settled
     def update_metric(self, eval_metric: Any, labels: Any, pre_sliced: bool = False) -> None:
         """Metric of the last forward, computed on the workers and merged here."""
         last = self._require_last("update_metric")
@@ -617,6 +960,7 @@ class RayExecutorGroup:
             states.update(out)
         _merge_metric(eval_metric, [states[k] for k in sorted(states)])
 
+    @_settled
     def install_monitor(self, monitor: Any) -> None:
         """Install ``monitor`` on every worker's executors (it prints in the worker's log)."""
         self.pool.broadcast("install_monitor", monitor, key="monitor")

@@ -189,6 +189,47 @@ class Worker:
         clock = _Clock()
         self.refresh(weights, in_place=not svrg)
         clock.lap("refresh")
+        states, published = self._slices(step, tasks, metric, svrg, clock, to_server=False)
+        return {"rank": self.rank, "metrics": states, "published": published,
+                "seconds": clock.laps}
+
+    def run_window(self, window: int, plan: list[tuple], weights: tuple | None,
+                   metric: Any = None, timeout: float | None = None) -> dict:
+        """Run several steps back to back without the driver: ``plan`` is
+        ``[(step, tasks, svrg), ...]`` in step order (``tasks`` may be empty).
+
+        Before each step after the first (and before the first when ``weights`` is None)
+        the worker waits on the servers until the step before it is finished, then reads
+        its values. Each slice's metric state travels with its push (the servers keep it
+        once per slice), so nothing of a step is lost with this worker. Returns the steps
+        run and, when the driver aborted the window (a worker was lost) or a wait passed
+        ``timeout`` seconds, the step it stopped before.
+        """
+        clock = _Clock()
+        done = []
+        for i, (step, tasks, svrg) in enumerate(plan):
+            if not tasks:
+                continue
+            if i == 0 and weights is not None:
+                self.refresh(weights, in_place=not svrg)
+            elif self.version != ("step", step - 1):
+                try:
+                    published = self.client.wait_done(step - 1, window, timeout)
+                except ServerLost as err:
+                    raise ServerLost(f"worker {self.rank}: {err}") from None
+                if published is None:
+                    return {"rank": self.rank, "steps": done, "stopped": step,
+                            "seconds": clock.laps}
+                self.refresh((("step", step - 1), published), in_place=not svrg)
+            clock.lap("wait")
+            self._slices(step, tasks, metric, svrg, clock, to_server=True)
+            done.append(step)
+        return {"rank": self.rank, "steps": done, "stopped": None, "seconds": clock.laps}
+
+    def _slices(self, step: int, tasks: list[dict], metric: Any, svrg: bool, clock: _Clock,
+                to_server: bool) -> tuple[dict, dict]:
+        """Forward, backward and push each slice of one step; metric states go back to the
+        caller or, ``to_server``, with the pushes."""
         states, published = {}, {}
         if self.monitor is not None:  # one monitor step per training step, all slices in it
             self.monitor.tic()
@@ -197,8 +238,11 @@ class Worker:
             group, batch = self._forward(task, True)
             group.backward()
             clock.lap("compute")
+            state = None
             if metric is not None:  # now: the snapshot pass below overwrites the outputs
-                states[task["slice"]] = self._metric_state(metric, group, batch.label)
+                state = self._metric_state(metric, group, batch.label)
+                if not to_server:
+                    states[task["slice"]] = state
             clock.lap("metric")
             grads = self._grads(group)
             if svrg:
@@ -206,12 +250,12 @@ class Worker:
                 at_snapshot = self._snapshot_grads(task)
                 grads = {n: at_w[n] - at_snapshot[n] for n in at_w}
             clock.lap("compute")
-            published.update(self._push(step, task["slice"], grads, task.get("num_slices")))
+            published.update(self._push(step, task["slice"], grads, task.get("num_slices"),
+                                        state if to_server else None))
             clock.lap("push")
         if self.monitor is not None:  # printed in this worker's log, which Ray forwards
             self.monitor.toc_print()
-        return {"rank": self.rank, "metrics": states, "published": published,
-                "seconds": clock.laps}
+        return states, published
 
     def refresh(self, weights: tuple | None, in_place: bool = True) -> None:
         """Bring parameters to the published ``(version, [ref per shard])`` values; with
@@ -361,11 +405,11 @@ class Worker:
         return grads
 
     def _push(self, step: int, slice_id: int, grads: dict,
-              num_slices: int | None = None) -> dict:
-        """Push one slice's gradients to every shard; returns ``{shard: published}`` of the
-        shards this push completed (their new values)."""
+              num_slices: int | None = None, metric: Any = None) -> dict:
+        """Push one slice's gradients (and metric state) to every shard; returns
+        ``{shard: published}`` of the shards this push completed (their new values)."""
         try:
-            return self.client.push(step, slice_id, grads, num_slices)
+            return self.client.push(step, slice_id, grads, num_slices, metric)
         except ServerLost as err:
             raise ServerLost(f"worker {self.rank}: {err}") from None
 

@@ -7,6 +7,10 @@ from typing import Any
 __all__ = ["Workers"]
 
 
+#: the shortest default step deadline (seconds): first steps bind and warm up
+MIN_STEP_TIMEOUT = 60.0
+
+
 @dataclass(frozen=True)
 class Workers:
     """The worker actors of a module: between ``min_workers`` and ``max_workers`` of them.
@@ -29,6 +33,14 @@ class Workers:
         does not depend on membership.
     start_timeout : float, default 120
         Seconds to wait for ``min_workers`` to start before giving up.
+    run_ahead : int, default 8
+        Steps a worker is handed at once: it computes step s+1 as soon as the servers
+        publish step s's weights, with no driver round trip in between (1: one driver call
+        per step). Batch-end callbacks then run up to ``2 * run_ahead`` steps late, in order.
+    step_timeout : float, optional
+        Seconds a step may take before the workers that have not pushed their slices are
+        treated as hung (killed and replaced, their slices recomputed). Default: 10 times
+        the median step time seen so far, at least :data:`MIN_STEP_TIMEOUT` seconds.
 
     Examples
     --------
@@ -42,6 +54,8 @@ class Workers:
     resources: dict | None = field(default=None, hash=False)
     num_slices: int | None = None
     start_timeout: float = 120.0
+    run_ahead: int = 8
+    step_timeout: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_workers is None:
@@ -59,6 +73,14 @@ class Workers:
         if not isinstance(self.gpus_per_worker, int) or self.gpus_per_worker < 0:
             raise ValueError(f"Workers(gpus_per_worker=...) must be an int >= 0, got "
                              f"{self.gpus_per_worker!r}")
+        if not isinstance(self.run_ahead, int) or isinstance(self.run_ahead, bool) \
+                or self.run_ahead < 1:
+            raise ValueError(f"Workers(run_ahead=...) must be an int >= 1, got "
+                             f"{self.run_ahead!r}")
+        if self.step_timeout is not None and not (isinstance(self.step_timeout, (int, float))
+                                                  and self.step_timeout > 0):
+            raise ValueError(f"Workers(step_timeout=...) must be a number of seconds > 0, "
+                             f"got {self.step_timeout!r}")
         if self.num_slices is not None and (not isinstance(self.num_slices, int)
                                             or self.num_slices < 1):
             raise ValueError(f"Workers(num_slices=...) must be an int >= 1, got "

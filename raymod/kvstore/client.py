@@ -26,7 +26,7 @@ import numpy as np
 from ..base import MXNetError
 from . import shm
 from .compression import quantize_2bit
-from .doorbell import Doorbell
+from .doorbell import Doorbell, to_json
 from .layout import ShardLayout
 from .server import Published, ServerLost
 
@@ -89,8 +89,9 @@ class ShardClient:
                 _LOG.warning("kvstore doorbell unavailable (%s): pushing through Ray", err)
 
     def push(self, step: int, slice_id: int, grads: dict,
-             num_slices: int | None = None) -> dict[int, Any]:
-        """Push one slice's gradients (key -> host array) to every shard.
+             num_slices: int | None = None, metric: Any = None) -> dict[int, Any]:
+        """Push one slice's gradients (key -> host array) to every shard; ``metric`` (the
+        slice's metric state) goes with shard 0's push.
 
         Returns ``{shard: published}`` for the shards this push completed (their new values,
         see :meth:`read`).
@@ -100,6 +101,7 @@ class ShardClient:
         self._pushes += 1
         acks, rung = {}, []
         for shard, server in enumerate(self.servers):
+            extra = metric if shard == 0 else None
             if self.threshold is not None:
                 packed = self.layout.pack(shard, grads, out=self._pack_buffer(shard))
                 res = self.residuals.setdefault(shard, {})
@@ -109,14 +111,17 @@ class ShardClient:
                 self.layout.pack(shard, grads, out=block.arrays)  # in-place pieces stay
                 payload = block.handle
                 if self.doorbells[shard] is not None:
-                    self._ring(shard, {"step": step, "slice": slice_id,
-                                       "num_slices": num_slices, "block": payload.name,
-                                       "sizes": [list(x) for x in payload.sizes]})
+                    message = {"step": step, "slice": slice_id, "num_slices": num_slices,
+                               "block": payload.name,
+                               "sizes": [list(x) for x in payload.sizes]}
+                    if extra is not None:
+                        message["metric"] = to_json(extra)
+                    self._ring(shard, message)
                     rung.append(shard)
                     continue
             else:  # Ray copies the buffer into the object store at .remote(): reusable
                 payload = self.layout.pack(shard, grads, out=self._pack_buffer(shard))
-            acks[shard] = server.push.remote(step, slice_id, payload, num_slices)
+            acks[shard] = server.push.remote(step, slice_id, payload, num_slices, extra)
         try:
             answers = dict(zip(acks, ray.get(list(acks.values()))))
         except ray.exceptions.RayActorError as err:
@@ -125,6 +130,30 @@ class ShardClient:
         for shard in rung:
             answers[shard] = self._answer(shard)
         return {shard: ack[0] for shard, ack in answers.items() if isinstance(ack, list)}
+
+    def wait_done(self, step: int, window: int, timeout: float | None = None) -> list | None:
+        """Wait until every shard finished ``step``; its published values per shard (as
+        :meth:`push` returns them), or None when the driver aborted run-ahead window
+        ``window`` (or ``timeout`` passed) first."""
+        import ray
+        calls, rung = {}, []
+        for shard, server in enumerate(self.servers):
+            if self.doorbells[shard] is not None:
+                self._ring(shard, {"wait": step, "window": window, "timeout": timeout})
+                rung.append(shard)
+            else:
+                calls[shard] = server.wait_done.remote(step, window, timeout)
+        answers = {}
+        for shard in rung:
+            answers[shard] = self._answer(shard)
+        try:
+            answers.update(zip(calls, ray.get(list(calls.values()))))
+        except ray.exceptions.RayActorError as err:
+            raise ServerLost(f"lost a kvstore server while waiting: {type(err).__name__}") \
+                from None
+        if any(not isinstance(a, list) for a in answers.values()):
+            return None
+        return [answers[shard][0] for shard in range(len(self.servers))]
 
     def next_slot(self, step: int) -> int:
         """The outbox slot the next push of ``step`` takes (0 for a step's first push)."""
@@ -145,7 +174,7 @@ class ShardClient:
         except ConnectionError as err:
             raise ServerLost(f"lost kvstore server {shard} while pushing: {err}") from None
         if "published" not in reply:
-            return reply["taken"]
+            return False if reply.get("aborted") else reply["taken"]
         done = reply["published"]
         handle = shm.BlockHandle(done["block"], tuple((dt, int(n)) for dt, n in done["sizes"]))
         return [Published(handle, int(done["version"]))]

@@ -31,6 +31,10 @@ NUM_SERVERS_ENV = "DMLC_NUM_SERVER"
 _TYPES = ("dist_sync", "dist_device_sync", "dist_async", "dist")
 
 
+#: Ray calls a KVServer serves at once (each run-ahead worker off its machine waits in one)
+SERVER_THREADS = 64
+
+
 def _as_list(x: Any) -> list:
     return list(x) if isinstance(x, (list, tuple)) else [x]
 
@@ -73,7 +77,9 @@ class DistKVStore(KVStoreBase):
         self._type = "dist_sync" if name == "dist" else name
         self.mode = "async" if self._type == "dist_async" else "sync"
         self.layout = ShardLayout(num_servers)
-        self._server_cls = ray.remote(num_cpus=0, max_restarts=0)(KVServer)
+        # threaded: run-ahead workers block in wait_done while others push
+        self._server_cls = ray.remote(num_cpus=0, max_restarts=0,
+                                      max_concurrency=SERVER_THREADS)(KVServer)
         self.shared_memory = bool(shared_memory)
         self.servers = [self._server_cls.remote(s, self.mode, self.shared_memory)
                         for s in range(num_servers)]
@@ -379,6 +385,47 @@ class DistKVStore(KVStoreBase):
         """Slices of ``step`` some shard has not received."""
         per = self._ray.get([s.missing.remote(step, slice_ids) for s in self.servers])
         return sorted(set().union(*per))
+
+    # ---- run-ahead windows -------------------------------------------------------------------
+    def _call_all(self, method: str, *args: Any) -> list:
+        try:
+            return self._ray.get([getattr(s, method).remote(*args) for s in self.servers])
+        except self._ray.exceptions.RayActorError as err:
+            raise ServerLost(f"a kvstore server died: {type(err).__name__}") from err
+
+    def abort(self, window: int) -> None:
+        """End the servers' waits of run-ahead windows up to ``window``."""
+        self._call_all("abort", window)
+
+    def set_metric(self, metric: Any) -> None:
+        """The metric whose per-slice states shard 0 folds into one state per step."""
+        try:
+            self._ray.get(self.servers[0].set_metric.remote(metric))
+        except self._ray.exceptions.RayActorError as err:
+            raise ServerLost(f"kvstore server 0 died: {type(err).__name__}") from err
+
+    def take_metrics(self, last_step: int) -> dict:
+        """Per finished step up to ``last_step``, its metric states pushed with its slices,
+        folded by shard 0 (``{"merged": state}`` or ``{"parts": [...]}``); each step is
+        handed over once."""
+        try:
+            return self._ray.get(self.servers[0].take_metrics.remote(last_step))
+        except self._ray.exceptions.RayActorError as err:
+            raise ServerLost(f"kvstore server 0 died: {type(err).__name__}") from err
+
+    def steps_done(self) -> int:
+        """The last step every shard has finished."""
+        return min(p["steps_done"] for p in self._call_all("progress"))
+
+    def progress(self) -> list[dict]:
+        """Per shard: ``steps_done`` and the slices received per pending step."""
+        return self._call_all("progress")
+
+    def weights_after(self, step: int) -> tuple:
+        """``(("step", step), [published per shard])``: the values every shard published
+        when it finished ``step`` (readable until the shard finishes ``step + 2``)."""
+        refs = self._call_all("published_after", step)
+        return ("step", step), [r[0] for r in refs]
 
     def weights(self) -> tuple[int, list]:
         """``(version, [published per shard])``: per shard an object ref to its values, or

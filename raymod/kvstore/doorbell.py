@@ -21,11 +21,13 @@ import os
 import socket
 import threading
 import uuid
-from typing import Callable
+from typing import Any, Callable
+
+import numpy as np
 
 from . import shm
 
-__all__ = ["Doorbell", "DoorbellServer"]
+__all__ = ["Doorbell", "DoorbellServer", "to_json", "from_json"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -120,3 +122,28 @@ class Doorbell:
             self._sock.close()
         except OSError:
             pass
+
+
+def to_json(value: Any) -> Any:
+    """``value`` (numbers, strings, lists, dicts, numpy scalars and arrays) as plain JSON
+    types; arrays become ``{"__array__": nested list, "dtype": name}``."""
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return {"__array__": value.tolist(), "dtype": value.dtype.str}
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def from_json(value: Any) -> Any:
+    """The inverse of :func:`to_json` (tuples come back as lists)."""
+    if isinstance(value, dict):
+        if "__array__" in value:
+            return np.asarray(value["__array__"], dtype=np.dtype(value["dtype"]))
+        return {k: from_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_json(v) for v in value]
+    return value

@@ -26,6 +26,7 @@ import functools
 import logging
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -36,7 +37,7 @@ from ..base import MXNetError
 from ..optimizer import Optimizer, Updater
 from . import shm
 from .compression import dequantize_2bit
-from .doorbell import DoorbellServer
+from .doorbell import DoorbellServer, from_json
 from .layout import Piece
 
 __all__ = ["KVServer", "Published", "ServerLost"]
@@ -101,7 +102,12 @@ class KVServer:
         self.version = 0
         self.steps_done = -1
         self._published: tuple[int, Any] = (-1, None)
+        self._history: dict[int, list] = {}   # step -> what published() gave after it
+        self.metrics: dict[int, Any] = {}     # step -> {slice: metric state pushed with it}
+        self.metric: Any = None               # folds a finished step's states into one
+        self.aborted = -1                     # waits of run-ahead windows up to this one end
         self._lock = threading.RLock()
+        self._done = threading.Condition(self._lock)  # a step finished, or an abort
         self._doorbell: DoorbellServer | None = None
 
     def ping(self) -> int:
@@ -193,12 +199,14 @@ class KVServer:
     # ---- pushes -----------------------------------------------------------------------------
     @_locked
     def push(self, step: int, slice_id: int, payload: dict,
-             num_slices: int | None = None) -> bool | list:
+             num_slices: int | None = None, metric: Any = None) -> bool | list:
         """Take one slice's contribution; False if that ``(step, slice)`` was already taken.
 
         In sync mode, when ``num_slices`` is given and this push brings the step's slices
         ``0 .. num_slices-1`` all in, the step is finished here and the pusher gets the
-        published ``[ref]`` back (saving the driver a round trip).
+        published ``[ref]`` back (saving the driver a round trip). ``metric``, the slice's
+        metric state, is kept with the contribution until :meth:`take_metrics` (so it is
+        counted exactly once, as the gradient is, whoever computed the slice).
         """
         if step <= self.steps_done:
             return False
@@ -214,13 +222,17 @@ class KVServer:
         if slice_id in slot:
             return False
         slot[slice_id] = payload
+        if metric is not None:
+            self.metrics.setdefault(step, {})[slice_id] = metric
         if num_slices is not None and len(slot) == num_slices:
             return self.finish(step, list(range(num_slices)))
         return True
 
     @_locked
     def missing(self, step: int, slice_ids: list[int]) -> list[int]:
-        """Which of ``slice_ids`` have not arrived for ``step``."""
+        """Which of ``slice_ids`` have not arrived for ``step`` (none once it is finished)."""
+        if self.mode == "sync" and step <= self.steps_done:
+            return []
         slot = self.pending.get(step, {})
         return [s for s in slice_ids if s not in slot]
 
@@ -251,7 +263,79 @@ class KVServer:
         self.steps_done = step
         for old in [s for s in self.pending if s <= step]:
             del self.pending[old]
-        return self.published()
+        if step in self.metrics:
+            self.metrics[step] = self._fold_metric(self.metrics[step])
+        published = self.published()
+        self._history = {step - 1: self._history.get(step - 1), step: published}
+        self._done.notify_all()
+        return published
+
+    # ---- run-ahead windows (workers wait here, not on the driver) -----------------------------
+    def wait_done(self, step: int, window: int, timeout: float | None = None) -> list | None:
+        """Block until ``step`` is finished; its published values (as :meth:`finish`), or
+        None when window ``window`` was aborted first (see :meth:`abort`) or ``timeout``
+        seconds passed. A finished step ``step`` is readable while ``step + 1`` is not
+        finished, which cannot happen before the waiter pushes its slices of ``step + 1``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._done:
+            while self.steps_done < step and self.aborted < window:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._done.wait(left)
+            if self.steps_done < step:
+                return None
+            return self.published_after(step)
+
+    @_locked
+    def published_after(self, step: int) -> list:
+        """What :meth:`published` gave when ``step`` finished (this step or the one before
+        the last finished step: the two value blocks still hold them)."""
+        if step == self.steps_done or self._history.get(step) is None:
+            if step != self.steps_done:
+                raise RuntimeError(f"shard {self.shard}: the values after step {step} are "
+                                   f"gone (steps done: {self.steps_done})")
+            return self.published()
+        return self._history[step]
+
+    def abort(self, window: int) -> None:
+        """End the waits of every run-ahead window up to ``window`` (the driver re-plans)."""
+        with self._done:
+            self.aborted = max(self.aborted, window)
+            self._done.notify_all()
+
+    @_locked
+    def set_metric(self, metric: Any) -> None:
+        """Fold each finished step's per-slice metric states with ``metric.merge_parts``
+        (None: hand them over per slice)."""
+        self.metric = metric
+
+    def _fold_metric(self, states: dict) -> dict:
+        """``{"merged": state}`` for a whole step, or ``{"parts": [states in slice order]}``
+        when the states do not fold (each then merges on its own)."""
+        parts = [states[k] for k in sorted(states)]
+        if self.metric is not None:
+            try:
+                return {"merged": self.metric.merge_parts(parts)}
+            except (ValueError, TypeError):
+                pass
+        return {"parts": parts}
+
+    @_locked
+    def take_metrics(self, last_step: int) -> dict:
+        """Hand over (and forget) the metric states of the finished steps up to
+        ``last_step``: per step ``{"merged": state}`` or ``{"parts": [...]}``."""
+        last_step = min(last_step, self.steps_done)
+        out = {s: m for s, m in self.metrics.items() if s <= last_step}
+        for s in out:
+            del self.metrics[s]
+        return out
+
+    @_locked
+    def progress(self) -> dict:
+        """``steps_done`` and, per pending step, the slice ids received (hung-worker checks)."""
+        return {"steps_done": self.steps_done,
+                "pending": {s: sorted(slot) for s, slot in self.pending.items()}}
 
     @_locked
     def apply_now(self, values: dict) -> int:
@@ -315,18 +399,21 @@ class KVServer:
 
     def _ring(self, message: dict) -> dict:
         """A push that arrived through the doorbell: ``{step, slice, num_slices, block,
-        sizes}``; the reply says whether it was taken or, when it finished the step, where
-        the new values are."""
+        sizes[, metric]}``; the reply says whether it was taken or, when it finished the
+        step, where the new values are. ``{wait, window}`` is :meth:`wait_done`."""
+        if "wait" in message:
+            done = self.wait_done(int(message["wait"]), int(message["window"]),
+                                  message.get("timeout"))
+            return {"aborted": True} if done is None else {"published": _block_json(done[0])}
         handle = shm.BlockHandle(message["block"],
                                  tuple((dt, int(n)) for dt, n in message["sizes"]))
         ack = self.push(int(message["step"]), int(message["slice"]), handle,
-                        message.get("num_slices"))
+                        message.get("num_slices"), from_json(message.get("metric")))
         if not isinstance(ack, list):
             return {"taken": bool(ack)}
-        published = ack[0]
-        return {"published": {"block": published.handle.name, "version": published.version,
-                              "sizes": [list(x) for x in published.handle.sizes]}}
+        return {"published": _block_json(ack[0])}
 
+    @_locked
     def published(self) -> list:
         """``[Published]`` for the current values: in sync mode with a shared-memory block,
         the block stamped with the version; else a ref to a copy, put once per version."""
@@ -393,7 +480,15 @@ class KVServer:
         self.steps_done = snap["steps_done"]
         self.pending.clear()  # the steps after the snapshot are replayed from scratch
         self.applied.clear()
+        self.metrics.clear()
+        self._history.clear()
         self.version = snap["version"] + 1
+
+
+def _block_json(published: Published) -> dict:
+    """A :class:`Published` block as the doorbell's JSON."""
+    return {"block": published.handle.name, "version": published.version,
+            "sizes": [list(x) for x in published.handle.sizes]}
 
 
 #: threads that sum a step's slices (MXNet's variable); numpy adds without the GIL

@@ -8,10 +8,11 @@ The loops here call only a module's primitives (``bind``, ``init_params``,
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import warnings
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .. import metric as _metric
 from ..base import bytes_via_file, file_from_bytes
@@ -58,6 +59,10 @@ def _strip_pad(outputs: list, pad: int | None, copy: bool) -> list:
     pad = pad or 0
     stripped = [out[0:out.shape[0] - pad] for out in outputs]
     return [s.copy() for s in stripped] if copy else stripped
+
+
+#: a fit cursor's sampler state once an epoch's steps are done: the next epoch's, after reset
+_NEXT_EPOCH = "next epoch"
 
 
 class BaseModule:
@@ -372,6 +377,8 @@ class BaseModule:
                 name_values = self._fit_epoch(epoch, train_data, eval_metric,
                                               batch_end_callback, monitor, sparse_row_id_fn,
                                               first)
+                if self._checkpointer is not None:  # every step of the epoch has completed
+                    self._fit_cursor = (epoch + 1, 0, _NEXT_EPOCH)
                 self._fit_end_epoch(epoch, name_values, tic, epoch_end_callback)
                 if eval_data:
                     self._fit_evaluate(epoch, eval_data, validation_metric, eval_end_callback,
@@ -391,6 +398,10 @@ class BaseModule:
                 "; fit(..., checkpoint=...) would have saved the progress"
             return type(err)(f"{err}{hint}")
         epoch, nbatch, sampler_state = self._fit_cursor
+        if sampler_state is _NEXT_EPOCH:  # stopped after the epoch's last step
+            train_data.reset()
+            sampler = getattr(train_data, "sampler", None)
+            sampler_state = None if sampler is None else sampler.get_state()
         pool = self.pool
         if pool is not None:
             pool.stopping = True  # read what the survivors hold, without waiting for more
@@ -499,32 +510,71 @@ class BaseModule:
             raise ValueError(f"train_data yielded no batches in epoch {epoch}")
         nbatch, name_values = first_nbatch, []
         every = self._checkpointer.config.every_n_steps if self._checkpointer else None
+        deferred = self._fit_defers_steps()
+        planned = self._global_step
         while batch is not None:
             if monitor is not None:
                 monitor.tic()
-            if self._checkpointer is not None:
+            if self._checkpointer is not None and not deferred:
                 self._fit_cursor = (epoch, nbatch, before)
-            self._fit_batch(batch, eval_metric)
-            self._global_step += 1
-            if every and self._global_step % every == 0:  # before the next batch is read
-                self._fit_save(epoch, nbatch + 1, train_data)
+            if deferred:  # the step completes later: its batch end runs then, in order
+                end = {"epoch": epoch, "nbatch": nbatch, "batch": batch, "last": False}
+                self._fit_batch(batch, eval_metric, on_done=functools.partial(
+                    self._fit_step_done, end, eval_metric, batch_end_callback, name_values))
+                planned += 1
+                if every and planned % every == 0:
+                    self._fit_drain()
+                    self._fit_save(epoch, nbatch + 1, train_data)
+            else:
+                self._fit_batch(batch, eval_metric)
+                self._global_step += 1
+                if every and self._global_step % every == 0:  # before the next batch is read
+                    self._fit_save(epoch, nbatch + 1, train_data)
             before = sampler.get_state() if sampler is not None else None
             next_batch = next(batches, None)  # fetched only after this batch's labels are used
             if next_batch is not None:
                 self.prepare(next_batch, sparse_row_id_fn=sparse_row_id_fn)
             if monitor is not None:
                 monitor.toc_print()
-            if next_batch is None:
-                name_values = eval_metric.get_global_name_value()
-            self._fit_batch_end(epoch, nbatch, batch, eval_metric, batch_end_callback)
+            if deferred:
+                end.update(last=next_batch is None, cursor=(epoch, nbatch + 1, before))
+            else:
+                if next_batch is None:
+                    name_values = eval_metric.get_global_name_value()
+                self._fit_batch_end(epoch, nbatch, batch, eval_metric, batch_end_callback)
             batch, nbatch = next_batch, nbatch + 1
+        if deferred:
+            self._fit_drain()
         return name_values
 
-    def _fit_batch(self, data_batch: Any, eval_metric: Any) -> None:
-        """Train on one batch: forward_backward, update, update_metric."""
+    def _fit_defers_steps(self) -> bool:
+        """Whether ``_fit_batch`` only plans the step (workers running ahead): its batch-end
+        callbacks then run when it completes, in order."""
+        return False
+
+    def _fit_drain(self) -> None:
+        """Wait until every planned step has completed (deferred steps only)."""
+
+    def _fit_step_done(self, end: dict, eval_metric: Any, batch_end_callback: Any,
+                       name_values: list) -> None:
+        """A deferred step completed: count it, note the resume position after it, and call
+        the batch-end callbacks (the metric now includes it and every step before)."""
+        self._global_step += 1
+        if self._checkpointer is not None and "cursor" in end:
+            self._fit_cursor = end["cursor"]
+        if end["last"]:
+            name_values[:] = eval_metric.get_global_name_value()
+        self._fit_batch_end(end["epoch"], end["nbatch"], end["batch"], eval_metric,
+                            batch_end_callback)
+
+    def _fit_batch(self, data_batch: Any, eval_metric: Any,
+                   on_done: Callable[[], None] | None = None) -> None:
+        """Train on one batch: forward_backward, update, update_metric (then ``on_done``)."""
         self.forward_backward(data_batch)
         self.update()
         self._update_metric_from(eval_metric, data_batch)
+        if on_done is not None:
+            on_done()
 
     def _fit_batch_end(self, epoch: int, nbatch: int, data_batch: Any, eval_metric: Any,
                        batch_end_callback: Any) -> None:

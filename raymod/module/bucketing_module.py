@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Any, Callable
 
 from .. import checkpoint as _ckpt
 from ..context import cpu
@@ -370,12 +370,20 @@ compression_params
         if default is not None:
             default.close()
 
-    def _fit_batch(self, data_batch: Any, eval_metric: Any) -> None:
+    def _fit_batch(self, data_batch: Any, eval_metric: Any,
+                   on_done: Callable[[], None] | None = None) -> None:
         """Train on one batch in its bucket's module (on workers: one call per worker)."""
         self._require(Stage.OPTIMIZER_READY, "fit")
         self._switch_to_batch(data_batch)
         self._params_dirty = True
-        self._curr_module._fit_batch(data_batch, eval_metric)
+        self._curr_module._fit_batch(data_batch, eval_metric, on_done)
+
+    def _fit_defers_steps(self) -> bool:
+        return self._curr_module is not None and self._curr_module._fit_defers_steps()
+
+    def _fit_drain(self) -> None:
+        if self._curr_module is not None:
+            self._curr_module._fit_drain()
 
     def backward(self, out_grads: Any = None) -> None:
         """Backward pass of the current bucket (see :meth:`Module.backward`)."""

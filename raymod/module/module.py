@@ -11,7 +11,7 @@ import copy
 import logging
 import os
 import warnings
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -794,17 +794,27 @@ class Module(BaseModule):
                            num_device=len(self._context), kvstore=self._kvstore,
                            param_names=group.param_names)
 
-    def _fit_batch(self, data_batch: Any, eval_metric: Any) -> None:
-        """On workers, the whole step is one call per worker (see ``RayExecutorGroup``)."""
+    def _fit_batch(self, data_batch: Any, eval_metric: Any,
+                   on_done: Callable[[], None] | None = None) -> None:
+        """On workers, the whole step is one call per worker (see ``RayExecutorGroup``),
+        or part of one when the workers run ahead (``on_done`` runs when it completes)."""
         if not self._remote:
-            super()._fit_batch(data_batch, eval_metric)
+            super()._fit_batch(data_batch, eval_metric, on_done)
             return
         self._require(Stage.OPTIMIZER_READY, "fit")
         data = list(data_batch.data)
         if tuple(tuple(a.shape) for a in data) != tuple(d.shape for d in self._data_shapes):
             self.reshape(*self._shapes_of(data_batch, data))
         self._params_dirty = True
-        self._exec_group.train_step(data_batch, eval_metric, **self._remote_step_options())
+        self._exec_group.train_step(data_batch, eval_metric, on_done=on_done,
+                                    **self._remote_step_options())
+
+    def _fit_defers_steps(self) -> bool:
+        return self._remote and self._exec_group._runs_ahead()
+
+    def _fit_drain(self) -> None:
+        if self._remote:
+            self._exec_group.drain()
 
     def _remote_step_options(self) -> dict:
         """Extra options of this module's fused worker step (SVRGModule adds its own)."""

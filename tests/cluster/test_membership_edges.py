@@ -76,17 +76,18 @@ def test_batch_with_fewer_rows_than_workers(ray_cluster, close_modules, monkeypa
     assert plans[:20] == [[1, 1, 1]] * 20
 
 
-def test_worker_joining_mid_epoch_sees_no_row_twice(ray_cluster, close_modules, monkeypatch):
+@pytest.mark.parametrize("run_ahead", [1, 4])
+def test_worker_joining_mid_epoch_sees_no_row_twice(ray_cluster, close_modules, monkeypatch,
+                                                    run_ahead):
     steps = 20
     _, reference, _ = fit(close_modules, None, steps=steps, epochs=1)
-    seen = []  # (step, rank, row ids) of every slice run whose result was kept
-    dispatch = RayExecutorGroup._dispatch
+    seen = []  # (rank, row ids) of every slice handed out (no failures: each runs once)
+    assign = RayExecutorGroup._assign
 
-    def recording(self, tasks, call, collect, step=None):
-        def keep(out, chunk):
-            seen.extend((step, out["rank"], t["rows"]) for t in chunk)
-            collect(out, chunk)
-        return dispatch(self, tasks, call, keep, step)
+    def recording(self, tasks):
+        plan = assign(self, tasks)
+        seen.extend((rank, t["rows"]) for rank, chunk in plan.items() for t in chunk)
+        return plan
 
     counted = []
 
@@ -101,13 +102,14 @@ def test_worker_joining_mid_epoch_sees_no_row_twice(ray_cluster, close_modules, 
         if param.nbatch == 8:
             pool.wait_for(3, 60)
 
-    monkeypatch.setattr(RayExecutorGroup, "_dispatch", recording)
-    mod, got, _ = fit(close_modules, rm.Workers(2, 3), steps=steps, epochs=1, on_batch=on_batch)
+    monkeypatch.setattr(RayExecutorGroup, "_assign", recording)
+    mod, got, _ = fit(close_modules, rm.Workers(2, 3, run_ahead=run_ahead), steps=steps,
+                      epochs=1, on_batch=on_batch)
     assert_close(reference, got)
     joiner = events(mod._pool, "join")[-1]["rank"]
     assert joiner == 3  # ranks 0-2 at start, one left, a new one joined
-    assert any(rank == joiner for _, rank, _ in seen)
-    rows = np.concatenate([r for _, _, r in seen])
+    assert any(rank == joiner for rank, _ in seen)
+    rows = np.concatenate([r for _, r in seen])
     assert sorted(rows.tolist()) == list(range(steps * BATCH))  # each row once in the epoch
     assert counted == [0] * steps
 
@@ -134,7 +136,8 @@ def test_same_worker_killed_twice_and_its_replacement(ray_cluster, close_modules
     assert killed[1][0] >= 3  # ranks are never reused: the replacement got a new one
 
 
-def test_every_worker_but_one_killed(ray_cluster, close_modules):
+@pytest.mark.parametrize("run_ahead", [1, 4])
+def test_every_worker_but_one_killed(ray_cluster, close_modules, run_ahead):
     _, reference, _ = fit(close_modules, None)
 
     killed = []
@@ -154,14 +157,19 @@ def test_every_worker_but_one_killed(ray_cluster, close_modules):
         if step == 13:  # during the next step, from another thread
             threading.Timer(0.002, kill_all_but_one, args=(pool,)).start()
 
-    mod, got, _ = fit(close_modules, rm.Workers(1, 4), on_batch=on_batch)
+    mod, got, _ = fit(close_modules, rm.Workers(1, 4, run_ahead=run_ahead), on_batch=on_batch)
     assert_close(reference, got)
     # Kills landing in one step are detected in whatever order their calls fail.
     lost = [e["rank"] for e in events(mod._pool, "lost")]
     assert len(killed) == 6 and sorted(lost) == sorted(killed)
     first = events(mod._pool, "recovered")[0]
-    assert first["step"] == 4 and len(first["ranks_lost"]) == 3
-    assert first["slices_recomputed"] == 3  # 4 slices, one per worker: three re-run
+    assert len(first["ranks_lost"]) == 3
+    if run_ahead == 1:
+        assert first["step"] == 4  # the step after the callback of step 3
+        assert first["slices_recomputed"] == 3  # 4 slices, one per worker: three re-run
+    else:  # the callback ran late: the kills land in a later window, whose steps from the
+        # first unfinished one are completed by the survivor, 3 lost slices or more
+        assert first["step"] > 3 and first["slices_recomputed"] >= 3
 
 
 @pytest.mark.timeout(120)  # a blocked async step fails here instead of hanging the session
