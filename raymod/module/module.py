@@ -27,59 +27,11 @@ from ..ndarray_io import atomic_write
 from ..cluster.workers import Workers
 from ..parallel import DataParallelExecutorGroup
 from ..symbol import Symbol
-from .base_module import BaseModule, _check_optimizer_arg
+from .base_module import (BaseModule, _check_input_names, _check_optimizer_arg,  # noqa: F401
+                          _parse_data_desc)
 from .lifecycle import Stage, StageError
 
 __all__ = ["Module"]
-
-_NOT_INPUT_SUFFIXES = ("_weight", "_bias", "_gamma", "_beta")
-
-
-def _check_input_names(symbol: Symbol, names: list, typename: str, throw: bool) -> None:
-    """ValueError (or a warning) for names that are not arguments of ``symbol``."""
-    args = symbol.list_arguments()
-    for name in names:
-        if name in args:
-            continue
-        candidates = [a for a in args if not a.endswith(_NOT_INPUT_SUFFIXES)]
-        msg = (f"Module(..., {typename}_names={names}): {name!r} is not an argument of the "
-               f"symbol; inputs it has: {', '.join(candidates) or '(none)'}")
-        if throw:
-            raise ValueError(msg)
-        warnings.warn(msg, stacklevel=3)
-
-
-def _as_desc(item: Any, kind: str) -> DataDesc:
-    """A DataDesc from a DataDesc or a ``(name, shape[, dtype[, layout]])`` sequence."""
-    if isinstance(item, (str, bytes)) or not hasattr(item, "__len__") or \
-            not 2 <= len(item) <= 4:
-        raise TypeError(f"{kind}_shapes entries must be DataDesc or (name, shape) pairs, "
-                        f"got {item!r}")
-    shape = item[1]
-    if not isinstance(shape, (tuple, list)) or not all(
-            isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
-        raise TypeError(f"{kind}_shapes: the shape of {item[0]!r} must be a tuple of ints, "
-                        f"got {type(shape).__name__} {shape!r}")
-    return item if isinstance(item, DataDesc) else DataDesc(*item)
-
-
-def _parse_data_desc(data_names: list, label_names: list, data_shapes: Any,
-                     label_shapes: Any) -> tuple[list, list | None]:
-    """Validated DataDesc lists; data names must match ``data_names`` exactly."""
-    if data_shapes is None or isinstance(data_shapes, (str, DataDesc)):
-        raise TypeError(f"data_shapes must be a list of DataDesc or (name, shape) pairs, "
-                        f"got {data_shapes!r}")
-    data = [_as_desc(d, "data") for d in data_shapes]
-    if sorted(d.name for d in data) != sorted(data_names):
-        raise ValueError(f"data_shapes provide {[d.name for d in data]} but the module's "
-                         f"data_names are {list(data_names)}")
-    labels = None if label_shapes is None else [_as_desc(d, "label") for d in label_shapes]
-    provided = [d.name for d in labels or []]
-    if sorted(provided) != sorted(label_names):
-        warnings.warn(f"label_shapes provide {provided} but the module's label_names are "
-                      f"{list(label_names)}", stacklevel=3)
-    return data, labels
-
 
 class Module(BaseModule):
     """A network (``Symbol``) bound to devices, with parameters and an optimizer.
@@ -461,6 +413,16 @@ class Module(BaseModule):
         self._commit_bind(group, data_descs, label_descs, for_training, inputs_need_grad,
                           grad_req, shared_module)
 
+    def _reset_bind(self) -> None:
+        """Drop the executors, keeping the parameter values on the host (MXNet's helper,
+        which subclasses' ``bind(force_rebind=True)`` call before binding again)."""
+        if self._exec_group is not None and self._params_dirty:
+            self._sync_params_from_devices()
+        self.binded = False
+        self._exec_group = None
+        self._data_shapes = None
+        self._label_shapes = None
+
     def _remote_group(self, data_descs: list, label_descs: list | None, for_training: bool,
                       inputs_need_grad: bool, shared_module: "Module | None",
                       grad_req: Any) -> Any:
@@ -577,6 +539,12 @@ class Module(BaseModule):
             return
         _check_kvstore_arg(kvstore)
         _check_optimizer_arg(optimizer)
+        if self._remote and isinstance(self._exec_group, DataParallelExecutorGroup):
+            raise MXNetError(
+                f"{type(self).__name__}(workers={self._workers!r}) holds an in-process "
+                "DataParallelExecutorGroup (made by an overridden bind): it cannot train on "
+                "workers. Let Module.bind make the group (call super().bind(...)) or drop "
+                "workers= (see 'Subclassing modules' in docs/architecture.md)")
         if self._params_dirty:
             self._sync_params_from_devices()
         if self._remote:
