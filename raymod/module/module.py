@@ -762,9 +762,21 @@ class Module(BaseModule):
                            num_device=len(self._context), kvstore=self._kvstore,
                            param_names=group.param_names)
 
+    # the step methods a worker's fused step stands in for
+    _STEP_METHODS = ("forward_backward", "forward", "backward", "update", "update_metric")
+
+    def _user_step_override(self) -> str | None:
+        """The first step method a user's subclass overrides (None: raymod's own)."""
+        for name in self._STEP_METHODS:
+            if not getattr(type(self), name).__module__.startswith("raymod."):
+                return name
+        return None
+
     def _fit_batch(self, data_batch: Any, eval_metric: Any) -> None:
-        """On workers, the whole step is one call per worker (see ``RayExecutorGroup``)."""
-        if not self._remote:
+        """On workers, the whole step is one call per worker (see ``RayExecutorGroup``),
+        unless a user's subclass overrides a step method: then fit calls its methods, as
+        MXNet's fit does (one call per worker and method)."""
+        if not self._remote or self._user_step_override() is not None:
             super()._fit_batch(data_batch, eval_metric)
             return
         self._require(Stage.OPTIMIZER_READY, "fit")
