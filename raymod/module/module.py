@@ -694,8 +694,8 @@ class Module(BaseModule):
         """
         self._require(Stage.PARAMS_READY, "forward")
         if isinstance(data_batch, list):
-            raise NotImplementedError("forward with a list of per-device batches is not "
-                                      "supported; pass one DataBatch")
+            self._forward_pre_sliced(data_batch, is_train)
+            return
         data = list(data_batch.data)
         if len(data) != len(self._data_shapes):
             raise ValueError(f"the batch has {len(data)} data arrays, the module was bound with "
@@ -703,6 +703,22 @@ class Module(BaseModule):
         if tuple(tuple(a.shape) for a in data) != tuple(d.shape for d in self._data_shapes):
             self.reshape(*self._shapes_of(data_batch, data))
         self._exec_group.forward(data_batch, is_train)
+
+    def _forward_pre_sliced(self, batches: list, is_train: bool | None) -> None:
+        """Forward on a list of one batch per device (MXNet's pre-sliced input); the
+        batches together must have the bound shapes (no implicit reshape)."""
+        if self._remote:
+            raise NotImplementedError(
+                "forward with a list of per-device batches is not supported on workers "
+                "(workers= cuts the global batch itself); pass one DataBatch")
+        if not batches:
+            raise ValueError("forward got an empty list of batches")
+        rows = [sum(b.data[k].shape[0] for b in batches) for k in range(len(batches[0].data))]
+        bound = [d.shape[0] for d in self._data_shapes]
+        if rows != bound:
+            raise ValueError(f"the {len(batches)} pre-sliced batches hold {rows} rows per data "
+                             f"input, the module is bound for {bound}; reshape first")
+        self._exec_group.forward(batches, is_train)
 
     def _shapes_of(self, data_batch: Any, data: list) -> tuple[list, list | None]:
         """(data descs, label descs) for an implicit reshape to ``data_batch``'s shapes.

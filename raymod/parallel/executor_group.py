@@ -253,7 +253,7 @@ class DataParallelExecutorGroup:
         """
         if is_train is None:
             is_train = self.for_training
-        if isinstance(data_batch, (list, tuple)):
+        if isinstance(data_batch, list):  # as MXNet: a batch may be any object, even a tuple
             self._load_pre_sliced(self.data_arrays, data_batch, "data")
             if is_train and data_batch and data_batch[0].label and self.label_arrays:
                 self._load_pre_sliced(self.label_arrays, data_batch, "label")

@@ -921,3 +921,18 @@ def test_subclasses_on_workers(ray_cluster, close_modules):
     with pytest.raises(rm.MXNetError, match=r"OldModule\(workers=.*\) holds an in-process "
                                             "DataParallelExecutorGroup"):
         train(old, batches(), epochs=1)
+
+
+def test_module_itself_fits_on_lists_of_pre_sliced_batches():
+    two = [ctx.cpu(0), ctx.cpu(1)]
+    want, acc_want = reference(context=two)
+    mod = rm.mod.Module(convnet(), context=two)
+    got, acc = train(mod, PairIter(batches()))
+    assert_same(got, want)
+    assert acc == pytest.approx(acc_want, abs=1e-12)
+    x, y = images(BATCH)
+    with pytest.raises(rm.MXNetError, match="a list of 4 batches for 2 devices"):
+        mod.forward([DataBatch([x[:5]], [y[:5]])] * 4)
+    with pytest.raises(ValueError, match=r"hold \[10\] rows per data input, the module is "
+                                         r"bound for \[20\]"):
+        mod.forward([DataBatch([x[:5]], [y[:5]])] * 2)
