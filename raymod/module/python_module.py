@@ -40,10 +40,16 @@ class PythonModule(BaseModule):
         Names of the outputs.
     logger : Logger, default logging
         Where progress lines go.
+    workers : None
+        Not taken (ValueError): a Python module runs in this process.
     """
 
     def __init__(self, data_names: Sequence[str], label_names: Sequence[str] | None,
-                 output_names: Sequence[str], logger: Any = logging):
+                 output_names: Sequence[str], logger: Any = logging, *, workers: Any = None):
+        if workers is not None:
+            raise ValueError(f"{type(self).__name__}(workers={workers!r}): Python modules run "
+                             "in this process on whole batches; put the Module before it on "
+                             "workers (Module(..., workers=...)) inside a SequentialModule")
         super().__init__(logger=logger)
         for arg, value in (("data_names", data_names), ("output_names", output_names)):
             if isinstance(value, str) or not all(isinstance(n, str) for n in value):
@@ -203,6 +209,8 @@ class PythonLossModule(PythonModule):
         ``grad_func(scores, labels) -> array`` of the scores' shape: the gradient of the
         loss summed over the batch (the optimizer's ``rescale_grad`` averages it). Without
         it, override ``_backward_impl``.
+    workers : None
+        Not taken (ValueError): the loss runs in this process.
 
     Examples
     --------
@@ -214,8 +222,9 @@ class PythonLossModule(PythonModule):
 
     def __init__(self, name: str = "pyloss", data_names: Sequence[str] = ("data",),
                  label_names: Sequence[str] = ("softmax_label",), logger: Any = logging,
-                 grad_func: Callable | None = None):
-        super().__init__(data_names, label_names, [name + "_output"], logger=logger)
+                 grad_func: Callable | None = None, *, workers: Any = None):
+        super().__init__(data_names, label_names, [name + "_output"], logger=logger,
+                         workers=workers)
         if len(self._data_names) != 1:
             raise ValueError(f"PythonLossModule takes one data input, got data_names="
                              f"{self._data_names}")

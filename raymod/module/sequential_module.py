@@ -29,6 +29,9 @@ class SequentialModule(BaseModule):
     ----------
     logger : Logger, default logging
         Where progress lines go.
+    workers : None
+        Not taken here (a ValueError says so): a member ``Module(..., workers=...)`` runs on
+        Ray workers, and the chain passes arrays between its members in this process.
 
     Examples
     --------
@@ -41,7 +44,11 @@ class SequentialModule(BaseModule):
     META_TAKE_LABELS = "take_labels"
     META_AUTO_WIRING = "auto_wiring"
 
-    def __init__(self, logger: Any = logging):
+    def __init__(self, logger: Any = logging, *, workers: Any = None):
+        if workers is not None:
+            raise ValueError(f"SequentialModule(workers={workers!r}): a chain has no executors "
+                             "of its own; give workers= to the Modules you add (each runs "
+                             "where its own workers= says)")
         super().__init__(logger=logger)
         self._modules: list[BaseModule] = []
         self._metas: list[dict] = []
@@ -85,6 +92,16 @@ class SequentialModule(BaseModule):
         self._stage = Stage.CREATED  # the chain changed: bind and initialize it again
         self._optimizer_unbound = False
         return self
+
+    def fit(self, train_data: Any, *args: Any, checkpoint: Any = None, resume: bool = False,
+            **kwargs: Any) -> None:
+        """Train every module (see :meth:`BaseModule.fit`); ``checkpoint``/``resume`` are
+        not supported for a chain (ValueError before anything is trained)."""
+        if checkpoint is not None or resume:
+            raise ValueError("SequentialModule.fit(checkpoint=..., resume=...) is not "
+                             "supported: save each module (save_checkpoint) from an "
+                             "epoch_end_callback instead")
+        super().fit(train_data, *args, **kwargs)
 
     # ---- descriptions -----------------------------------------------------------------------
     @property

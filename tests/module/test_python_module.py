@@ -159,6 +159,14 @@ def _bound_loss(grad_func=softmax_ce_grad):
 
 
 def test_bad_use_gives_clear_errors():
+    with pytest.raises(ValueError, match=r"PythonLossModule\(workers=2\): Python modules run "
+                                         "in this process"):
+        rm.mod.PythonLossModule(grad_func=softmax_ce_grad, workers=2)
+    with pytest.raises(ValueError, match=r"SequentialModule\(workers=2\): a chain has no "
+                                         "executors of its own"):
+        rm.mod.SequentialModule(workers=2)
+    with pytest.raises(ValueError, match=r"fit\(checkpoint=..., resume=...\) is not supported"):
+        _loss_chain().fit(None, num_epoch=1, checkpoint="somewhere")
     with pytest.raises(TypeError, match="grad_func must be callable, got int"):
         rm.mod.PythonLossModule(grad_func=3)
     with pytest.raises(ValueError, match="takes one data input"):
