@@ -936,3 +936,20 @@ def test_module_itself_fits_on_lists_of_pre_sliced_batches():
     with pytest.raises(ValueError, match=r"hold \[10\] rows per data input, the module is "
                                          r"bound for \[20\]"):
         mod.forward([DataBatch([x[:5]], [y[:5]])] * 2)
+
+
+@pytest.mark.filterwarnings("ignore:Parameters already initialized")
+def test_det_module_load_with_optimizer_states_continues_the_run(tmp_path):
+    want, _ = reference()  # 2 epochs in one go
+    first = rm.mod.Module(convnet())
+    train(first, batches(), epochs=1)
+    prefix = str(tmp_path / "net")
+    first.save_checkpoint(prefix, 1, save_optimizer_states=True)
+    mod = DetModule.load(prefix, 1, load_optimizer_states=True, data_names=["data"],
+                         label_names=["softmax_label"])
+    assert mod._preload_opt_states == prefix + "-0001.states"
+    data = batches()
+    data.reset()  # the second epoch's shuffle
+    mod.fit(data, begin_epoch=1, num_epoch=2, **FIT)
+    assert mod._preload_opt_states is None  # loaded by init_optimizer (momentum carried on)
+    assert_same(mod.get_params()[0], want)
