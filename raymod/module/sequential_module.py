@@ -244,24 +244,20 @@ class SequentialModule(BaseModule):
                        force_init: bool = False) -> None:
         """Install the optimizer in every module (see :meth:`Module.init_optimizer`).
 
-        A name (``'sgd'``) makes one optimizer per module. An ``Optimizer`` instance would
-        be shared by the modules, whose update indices collide, so it is refused when the
-        chain holds more than one module with parameters.
+        A name (``'sgd'``) makes one optimizer per module. An ``Optimizer`` instance goes to
+        the first module and a copy of it (made before any module touched it) to each of
+        the others: their update indices restart at 0, so one shared instance would mix
+        their update counts and index-to-name tables (MXNet shares it; see
+        ``docs/differences.md``).
         """
         self._require(Stage.PARAMS_READY, "init_optimizer")
         if self.optimizer_initialized and not force_init:
             self.logger.warning("optimizer already initialized, ignoring...")
             return
-        if not isinstance(optimizer, str):
-            with_params = [i for i, m in enumerate(self._modules) if _names_of(m)[0]]
-            if len(with_params) > 1:
-                raise ValueError("SequentialModule.init_optimizer(optimizer=...) got an "
-                                 f"Optimizer instance ({type(optimizer).__name__}) but modules "
-                                 f"{with_params} have parameters and would share its update "
-                                 "indices and states; pass the optimizer's name and "
-                                 "optimizer_params instead")
-        for module in self._modules:
-            module.init_optimizer(kvstore=kvstore, optimizer=optimizer,
+        copies = ([optimizer] + [copy.deepcopy(optimizer) for _ in self._modules[1:]]
+                  if not isinstance(optimizer, str) else [optimizer] * len(self._modules))
+        for module, own in zip(self._modules, copies):
+            module.init_optimizer(kvstore=kvstore, optimizer=own,
                                   optimizer_params=optimizer_params, force_init=force_init)
         self._stage = self._stage.after_optimizer()
 

@@ -162,15 +162,12 @@ def test_bind_errors_name_the_problem_and_change_nothing():
         dup.init_params()
 
 
-def test_stage_errors_and_optimizer_instance_sharing():
+def test_stage_errors_and_add_undoing_the_setup():
     seq = _chain()
     with pytest.raises(StageError, match="call bind before forward"):
         seq.forward(DataBatch([np.zeros((BATCH, 8), np.float32)]))
     seq.bind([("data", (BATCH, 8))], [("softmax_label", (BATCH,))])
     seq.init_params()
-    with pytest.raises(ValueError, match="modules \\[0, 1\\] have parameters"):
-        seq.init_optimizer(optimizer=rm.optimizer.SGD(learning_rate=0.1))
-    assert not seq.optimizer_initialized
     seq.init_optimizer()
     assert seq.optimizer_initialized
     # adding a module undoes the setup, as in MXNet
@@ -182,3 +179,20 @@ def test_fit_logs_epochs_through_base_module(caplog):
     with caplog.at_level(logging.INFO):
         _fit(_chain(), epochs=1)
     assert any("Epoch[0] Train-accuracy=" in r.getMessage() for r in caplog.records)
+
+
+def test_an_optimizer_instance_is_copied_per_module():
+    # Adam's per-index update counts and the index -> name table (wd only on weights) must
+    # stay per module: the chain then trains as the one-symbol module does
+    def adam():
+        return rm.optimizer.Adam(learning_rate=0.01, wd=0.01, rescale_grad=1.0 / BATCH)
+
+    one, _ = _fit(rm.mod.Module(_head(_features())), optimizer=adam())
+    given = adam()
+    seq = _chain()
+    chained, _ = _fit(seq, optimizer=given)
+    assert_params_close(chained, one)
+    first, second = (m._optimizer for m in seq._modules)
+    assert first is given and second is not given
+    assert sorted(first.idx2name.values()) == ["fc1_bias", "fc1_weight"]
+    assert sorted(second.idx2name.values()) == ["fc2_bias", "fc2_weight"]
