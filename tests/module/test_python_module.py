@@ -51,8 +51,8 @@ def hinge_grad(scores, labels):
     return grad
 
 
-def _fit(mod, epochs=2):
-    x, y = _data()
+def _fit(mod, epochs=2, rows=200):
+    x, y = _data(rows)
     it = rm.io.NDArrayIter(x, y, batch_size=BATCH, shuffle=True, seed=4)
     metric = rm.metric.create("acc")
     mod.fit(it, num_epoch=epochs, arg_params={k: v.copy() for k, v in _start().items()},
@@ -212,10 +212,10 @@ def test_loss_outputs_and_metric():
 @pytest.mark.ray
 def test_chain_with_its_module_on_workers_matches_in_process(ray_cluster, close_modules):
     # the Module runs on 2 workers, the Python loss in this process
-    local, acc_local = _fit(_loss_chain(), epochs=1)
+    local, acc_local = _fit(_loss_chain(), epochs=1, rows=100)
     chain = _loss_chain(workers=2)
     close_modules(chain._modules[0])
-    remote, acc_remote = _fit(chain, epochs=1)
+    remote, acc_remote = _fit(chain, epochs=1, rows=100)
     for name in local:
         np.testing.assert_allclose(remote[name], local[name], rtol=1e-5, atol=1e-6,
                                    err_msg=name)
