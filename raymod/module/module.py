@@ -868,6 +868,9 @@ class Module(BaseModule):
             Whether ``labels`` are already split per device.
         """
         self._require(Stage.BOUND, "update_metric")
+        if pre_sliced and self._remote:  # the workers' slices are not the caller's devices
+            raise NotImplementedError("update_metric(pre_sliced=True) is not supported on "
+                                      "workers; pass the whole batch's labels")
         self._exec_group.update_metric(eval_metric, labels, pre_sliced)
 
     def install_monitor(self, mon: Any) -> None:
