@@ -953,3 +953,16 @@ def test_det_module_load_with_optimizer_states_continues_the_run(tmp_path):
     mod.fit(data, begin_epoch=1, num_epoch=2, **FIT)
     assert mod._preload_opt_states is None  # loaded by init_optimizer (momentum carried on)
     assert_same(mod.get_params()[0], want)
+
+
+def test_pre_sliced_labels_are_refused_on_workers():
+    mod = rm.mod.Module(convnet(), workers=2)  # no actor starts before bind
+    mod.binded = True  # as a subclass's own bind would say; nothing is sent anywhere
+    x, y = images(BATCH)
+    with pytest.raises(NotImplementedError, match=r"update_metric\(pre_sliced=True\) is not "
+                                                  "supported on workers"):
+        mod.update_metric(rm.metric.create("acc"), [[y[:10]], [y[10:]]], pre_sliced=True)
+    with pytest.raises(NotImplementedError, match="list of per-device batches is not supported "
+                                                  "on workers"):
+        mod.params_initialized = True
+        mod.forward([DataBatch([x[:10]], [y[:10]]), DataBatch([x[10:]], [y[10:]])])
