@@ -27,7 +27,7 @@ from ..ndarray_io import atomic_write
 from ..cluster.workers import Workers
 from ..parallel import DataParallelExecutorGroup
 from ..symbol import Symbol
-from .base_module import (BaseModule, _check_input_names, _check_optimizer_arg,  # noqa: F401
+from .base_module import (BaseModule, _check_input_names, _check_optimizer_arg,
                           _parse_data_desc)
 from .lifecycle import Stage, StageError
 
