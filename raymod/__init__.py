@@ -22,6 +22,7 @@ from . import checkpoint, model, module
 from . import module as mod
 from . import ndarray_io as nd
 from .executor import Executor
+from . import executor_manager
 from . import cluster
 from .cluster import Workers
 from .module.fit_checkpoint import CheckpointConfig

@@ -14,16 +14,19 @@ import time
 import warnings
 from typing import Any, Callable, Iterator
 
+import numpy as np
+
 from .. import metric as _metric
 from ..base import bytes_via_file, file_from_bytes
 from ..callback import BatchEndParam
 from ..checkpoint import params_dict, split_params
 from ..initializer import Uniform
-from ..io import DataBatch, DataIter
+from ..io import DataBatch, DataDesc, DataIter
 from ..model import _check_kvstore_arg
 from .. import ndarray_io
 from ..optimizer import Optimizer, get_array_module
 from ..optimizer.optimizer import _REGISTRY as _OPT_REGISTRY
+from ..symbol import Symbol
 from .fit_checkpoint import CheckpointConfig, FitCheckpointer, restore_random
 from .lifecycle import Stage
 
@@ -63,6 +66,53 @@ def _strip_pad(outputs: list, pad: int | None, copy: bool) -> list:
 
 #: a fit cursor's sampler state once an epoch's steps are done: the next epoch's, after reset
 _NEXT_EPOCH = "next epoch"
+_NOT_INPUT_SUFFIXES = ("_weight", "_bias", "_gamma", "_beta")
+
+
+def _check_input_names(symbol: Symbol, names: list, typename: str, throw: bool) -> None:
+    """ValueError (or a warning) for names that are not arguments of ``symbol``."""
+    args = symbol.list_arguments()
+    for name in names:
+        if name in args:
+            continue
+        candidates = [a for a in args if not a.endswith(_NOT_INPUT_SUFFIXES)]
+        msg = (f"Module(..., {typename}_names={names}): {name!r} is not an argument of the "
+               f"symbol; inputs it has: {', '.join(candidates) or '(none)'}")
+        if throw:
+            raise ValueError(msg)
+        warnings.warn(msg, stacklevel=3)
+
+
+def _as_desc(item: Any, kind: str) -> DataDesc:
+    """A DataDesc from a DataDesc or a ``(name, shape[, dtype[, layout]])`` sequence."""
+    if isinstance(item, (str, bytes)) or not hasattr(item, "__len__") or \
+            not 2 <= len(item) <= 4:
+        raise TypeError(f"{kind}_shapes entries must be DataDesc or (name, shape) pairs, "
+                        f"got {item!r}")
+    shape = item[1]
+    if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
+        raise TypeError(f"{kind}_shapes: the shape of {item[0]!r} must be a tuple of ints, "
+                        f"got {type(shape).__name__} {shape!r}")
+    return item if isinstance(item, DataDesc) else DataDesc(*item)
+
+
+def _parse_data_desc(data_names: list, label_names: list, data_shapes: Any,
+                     label_shapes: Any) -> tuple[list, list | None]:
+    """Validated DataDesc lists; data names must match ``data_names`` exactly."""
+    if data_shapes is None or isinstance(data_shapes, (str, DataDesc)):
+        raise TypeError(f"data_shapes must be a list of DataDesc or (name, shape) pairs, "
+                        f"got {data_shapes!r}")
+    data = [_as_desc(d, "data") for d in data_shapes]
+    if sorted(d.name for d in data) != sorted(data_names):
+        raise ValueError(f"data_shapes provide {[d.name for d in data]} but the module's "
+                         f"data_names are {list(data_names)}")
+    labels = None if label_shapes is None else [_as_desc(d, "label") for d in label_shapes]
+    provided = [d.name for d in labels or []]
+    if sorted(provided) != sorted(label_names):
+        warnings.warn(f"label_shapes provide {provided} but the module's label_names are "
+                      f"{list(label_names)}", stacklevel=3)
+    return data, labels
 
 
 class BaseModule:
@@ -83,6 +133,7 @@ class BaseModule:
     def __init__(self, logger: Any = logging):
         self.logger = logger
         self._stage = Stage.CREATED
+        self._optimizer_unbound = False  # an optimizer kept while unbound (MXNet's _reset_bind)
         self.for_training = False
         self.inputs_need_grad = False
         self._symbol = None
@@ -92,20 +143,53 @@ class BaseModule:
         self._global_step = 0
 
     # ---- lifecycle --------------------------------------------------------------------------
+    # MXNet's three flags read the stage. Subclasses written against MXNet (their own
+    # ``bind``, ``init_params``, ``_reset_bind``) also assign them; each assignment moves the
+    # stage the way the flag's meaning says, so raymod's stage checks follow.
     @property
     def binded(self) -> bool:
-        """Whether ``bind`` has made the executors (MXNet's flag, read-only)."""
+        """Whether ``bind`` has made the executors (MXNet's flag)."""
         return self._stage.binded
+
+    @binded.setter
+    def binded(self, value: bool) -> None:
+        if value:
+            self._stage = self._stage.after_bind()
+            if self._optimizer_unbound and self._stage is Stage.PARAMS_READY:
+                self._stage = Stage.OPTIMIZER_READY  # MXNet keeps the optimizer over a rebind
+            self._optimizer_unbound = False
+        elif self._stage.binded:
+            self._optimizer_unbound = self._stage.optimizer_initialized
+            self._stage = (Stage.PARAMS_LOADED if self._stage.params_initialized
+                           else Stage.CREATED)
 
     @property
     def params_initialized(self) -> bool:
-        """Whether parameter values exist (MXNet's flag, read-only)."""
+        """Whether parameter values exist (MXNet's flag)."""
         return self._stage.params_initialized
+
+    @params_initialized.setter
+    def params_initialized(self, value: bool) -> None:
+        if value:
+            self._stage = self._stage.after_params()
+        elif self._stage.params_initialized:
+            self._stage = Stage.BOUND if self._stage.binded else Stage.CREATED
+            self._optimizer_unbound = False
 
     @property
     def optimizer_initialized(self) -> bool:
-        """Whether an optimizer is installed (MXNet's flag, read-only)."""
-        return self._stage.optimizer_initialized
+        """Whether an optimizer is installed (MXNet's flag)."""
+        return self._stage.optimizer_initialized or self._optimizer_unbound
+
+    @optimizer_initialized.setter
+    def optimizer_initialized(self, value: bool) -> None:
+        if not value:
+            self._optimizer_unbound = False
+            if self._stage is Stage.OPTIMIZER_READY:
+                self._stage = Stage.PARAMS_READY
+            return
+        self._require(Stage.PARAMS_READY, "setting optimizer_initialized = True")
+        self._stage = self._stage.after_optimizer()
 
     @property
     def stage(self) -> Stage:

@@ -27,59 +27,11 @@ from ..ndarray_io import atomic_write
 from ..cluster.workers import Workers
 from ..parallel import DataParallelExecutorGroup
 from ..symbol import Symbol
-from .base_module import BaseModule, _check_optimizer_arg
+from .base_module import (BaseModule, _check_input_names, _check_optimizer_arg,
+                          _parse_data_desc)
 from .lifecycle import Stage, StageError
 
 __all__ = ["Module"]
-
-_NOT_INPUT_SUFFIXES = ("_weight", "_bias", "_gamma", "_beta")
-
-
-def _check_input_names(symbol: Symbol, names: list, typename: str, throw: bool) -> None:
-    """ValueError (or a warning) for names that are not arguments of ``symbol``."""
-    args = symbol.list_arguments()
-    for name in names:
-        if name in args:
-            continue
-        candidates = [a for a in args if not a.endswith(_NOT_INPUT_SUFFIXES)]
-        msg = (f"Module(..., {typename}_names={names}): {name!r} is not an argument of the "
-               f"symbol; inputs it has: {', '.join(candidates) or '(none)'}")
-        if throw:
-            raise ValueError(msg)
-        warnings.warn(msg, stacklevel=3)
-
-
-def _as_desc(item: Any, kind: str) -> DataDesc:
-    """A DataDesc from a DataDesc or a ``(name, shape[, dtype[, layout]])`` sequence."""
-    if isinstance(item, (str, bytes)) or not hasattr(item, "__len__") or \
-            not 2 <= len(item) <= 4:
-        raise TypeError(f"{kind}_shapes entries must be DataDesc or (name, shape) pairs, "
-                        f"got {item!r}")
-    shape = item[1]
-    if not isinstance(shape, (tuple, list)) or not all(
-            isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in shape):
-        raise TypeError(f"{kind}_shapes: the shape of {item[0]!r} must be a tuple of ints, "
-                        f"got {type(shape).__name__} {shape!r}")
-    return item if isinstance(item, DataDesc) else DataDesc(*item)
-
-
-def _parse_data_desc(data_names: list, label_names: list, data_shapes: Any,
-                     label_shapes: Any) -> tuple[list, list | None]:
-    """Validated DataDesc lists; data names must match ``data_names`` exactly."""
-    if data_shapes is None or isinstance(data_shapes, (str, DataDesc)):
-        raise TypeError(f"data_shapes must be a list of DataDesc or (name, shape) pairs, "
-                        f"got {data_shapes!r}")
-    data = [_as_desc(d, "data") for d in data_shapes]
-    if sorted(d.name for d in data) != sorted(data_names):
-        raise ValueError(f"data_shapes provide {[d.name for d in data]} but the module's "
-                         f"data_names are {list(data_names)}")
-    labels = None if label_shapes is None else [_as_desc(d, "label") for d in label_shapes]
-    provided = [d.name for d in labels or []]
-    if sorted(provided) != sorted(label_names):
-        warnings.warn(f"label_shapes provide {provided} but the module's label_names are "
-                      f"{list(label_names)}", stacklevel=3)
-    return data, labels
-
 
 class Module(BaseModule):
     """A network (``Symbol``) bound to devices, with parameters and an optimizer.
@@ -461,6 +413,16 @@ class Module(BaseModule):
         self._commit_bind(group, data_descs, label_descs, for_training, inputs_need_grad,
                           grad_req, shared_module)
 
+    def _reset_bind(self) -> None:
+        """Drop the executors, keeping the parameter values on the host (MXNet's helper,
+        which subclasses' ``bind(force_rebind=True)`` call before binding again)."""
+        if self._exec_group is not None and self._params_dirty:
+            self._sync_params_from_devices()
+        self.binded = False
+        self._exec_group = None
+        self._data_shapes = None
+        self._label_shapes = None
+
     def _remote_group(self, data_descs: list, label_descs: list | None, for_training: bool,
                       inputs_need_grad: bool, shared_module: "Module | None",
                       grad_req: Any) -> Any:
@@ -577,6 +539,12 @@ class Module(BaseModule):
             return
         _check_kvstore_arg(kvstore)
         _check_optimizer_arg(optimizer)
+        if self._remote and isinstance(self._exec_group, DataParallelExecutorGroup):
+            raise MXNetError(
+                f"{type(self).__name__}(workers={self._workers!r}) holds an in-process "
+                "DataParallelExecutorGroup (made by an overridden bind): it cannot train on "
+                "workers. Let Module.bind make the group (call super().bind(...)) or drop "
+                "workers= (see 'Subclassing modules' in docs/architecture.md)")
         if self._params_dirty:
             self._sync_params_from_devices()
         if self._remote:
@@ -726,8 +694,8 @@ class Module(BaseModule):
         """
         self._require(Stage.PARAMS_READY, "forward")
         if isinstance(data_batch, list):
-            raise NotImplementedError("forward with a list of per-device batches is not "
-                                      "supported; pass one DataBatch")
+            self._forward_pre_sliced(data_batch, is_train)
+            return
         data = list(data_batch.data)
         if len(data) != len(self._data_shapes):
             raise ValueError(f"the batch has {len(data)} data arrays, the module was bound with "
@@ -735,6 +703,22 @@ class Module(BaseModule):
         if tuple(tuple(a.shape) for a in data) != tuple(d.shape for d in self._data_shapes):
             self.reshape(*self._shapes_of(data_batch, data))
         self._exec_group.forward(data_batch, is_train)
+
+    def _forward_pre_sliced(self, batches: list, is_train: bool | None) -> None:
+        """Forward on a list of one batch per device (MXNet's pre-sliced input); the
+        batches together must have the bound shapes (no implicit reshape)."""
+        if self._remote:
+            raise NotImplementedError(
+                "forward with a list of per-device batches is not supported on workers "
+                "(workers= cuts the global batch itself); pass one DataBatch")
+        if not batches:
+            raise ValueError("forward got an empty list of batches")
+        rows = [sum(b.data[k].shape[0] for b in batches) for k in range(len(batches[0].data))]
+        bound = [d.shape[0] for d in self._data_shapes]
+        if rows != bound:
+            raise ValueError(f"the {len(batches)} pre-sliced batches hold {rows} rows per data "
+                             f"input, the module is bound for {bound}; reshape first")
+        self._exec_group.forward(batches, is_train)
 
     def _shapes_of(self, data_batch: Any, data: list) -> tuple[list, list | None]:
         """(data descs, label descs) for an implicit reshape to ``data_batch``'s shapes.
@@ -794,11 +778,23 @@ class Module(BaseModule):
                            num_device=len(self._context), kvstore=self._kvstore,
                            param_names=group.param_names)
 
+    # the step methods a worker's fused step stands in for
+    _STEP_METHODS = ("forward_backward", "forward", "backward", "update", "update_metric")
+
+    def _user_step_override(self) -> str | None:
+        """The first step method a user's subclass overrides (None: raymod's own)."""
+        for name in self._STEP_METHODS:
+            if not getattr(type(self), name).__module__.startswith("raymod."):
+                return name
+        return None
+
     def _fit_batch(self, data_batch: Any, eval_metric: Any,
                    on_done: Callable[[], None] | None = None) -> None:
-        """On workers, the whole step is one call per worker (see ``RayExecutorGroup``),
-        or part of one when the workers run ahead (``on_done`` runs when it completes)."""
-        if not self._remote:
+        """On workers, the whole step is one call per worker (see ``RayExecutorGroup``), or
+        part of one when the workers run ahead (``on_done`` runs when it completes); unless
+        a user's subclass overrides a step method: then fit calls its methods, as MXNet's
+        fit does (one call per worker and method)."""
+        if not self._remote or self._user_step_override() is not None:
             super()._fit_batch(data_batch, eval_metric, on_done)
             return
         self._require(Stage.OPTIMIZER_READY, "fit")
@@ -810,7 +806,8 @@ class Module(BaseModule):
                                     **self._remote_step_options())
 
     def _fit_defers_steps(self) -> bool:
-        return self._remote and self._exec_group._runs_ahead()
+        return (self._remote and self._user_step_override() is None
+                and self._exec_group._runs_ahead())
 
     def _fit_drain(self) -> None:
         if self._remote:
@@ -882,6 +879,9 @@ class Module(BaseModule):
             Whether ``labels`` are already split per device.
         """
         self._require(Stage.BOUND, "update_metric")
+        if pre_sliced and self._remote:  # the workers' slices are not the caller's devices
+            raise NotImplementedError("update_metric(pre_sliced=True) is not supported on "
+                                      "workers; pass the whole batch's labels")
         self._exec_group.update_metric(eval_metric, labels, pre_sliced)
 
     def install_monitor(self, mon: Any) -> None:

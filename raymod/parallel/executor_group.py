@@ -232,14 +232,36 @@ class DataParallelExecutorGroup:
                                      f"shape; slice {tuple(part.shape)} vs {tuple(target.shape)}")
                 target[...] = _to_device(target, part)
 
+    def _load_pre_sliced(self, arrays, batches: list, field: str) -> None:
+        """Device i takes the whole of ``batches[i]``'s ``data`` or ``label`` arrays."""
+        if len(batches) != len(self.execs):
+            raise MXNetError(f"a list of {len(batches)} batches for {len(self.execs)} devices: "
+                             "pre-sliced batches need one batch per device")
+        for k, targets in enumerate(arrays):
+            for (_, target), batch in zip(targets, batches):
+                part = getattr(batch, field)[k]
+                if tuple(part.shape) != tuple(target.shape):
+                    raise MXNetError(f"pre-sliced {field} {k} of shape {tuple(part.shape)} does "
+                                     f"not fit the device's bound shape {tuple(target.shape)}")
+                target[...] = _to_device(target, part)
+
     def forward(self, data_batch, is_train: bool | None = None) -> None:
-        """Load the batch's slices into each executor and run forward."""
+        """Load the batch's slices into each executor and run forward.
+
+        ``data_batch`` is one batch (cut by the group's slices) or, as in MXNet, a list of
+        one batch per device (pre-sliced: device i gets ``data_batch[i]`` whole).
+        """
         if is_train is None:
             is_train = self.for_training
-        self._load(self.data_arrays, self.data_layouts, data_batch.data)
-        labels = getattr(data_batch, "label", None)
-        if is_train and labels and self.label_arrays:
-            self._load(self.label_arrays, self.label_layouts, labels)
+        if isinstance(data_batch, list):  # as MXNet: a batch may be any object, even a tuple
+            self._load_pre_sliced(self.data_arrays, data_batch, "data")
+            if is_train and data_batch and data_batch[0].label and self.label_arrays:
+                self._load_pre_sliced(self.label_arrays, data_batch, "label")
+        else:
+            self._load(self.data_arrays, self.data_layouts, data_batch.data)
+            labels = getattr(data_batch, "label", None)
+            if is_train and labels and self.label_arrays:
+                self._load(self.label_arrays, self.label_layouts, labels)
         for e in self.execs:
             e.forward(is_train=is_train)
 

@@ -44,7 +44,7 @@ def _ready(net=None, context=rm.cpu(), batch=10, optimizer="sgd",
 
 # ---- lifecycle -----------------------------------------------------------------------------
 
-def test_flags_follow_one_stage_and_are_read_only():
+def test_flags_follow_one_stage():
     mod = Module(_mlp())
     assert mod.stage is Stage.CREATED
     assert (mod.binded, mod.params_initialized, mod.optimizer_initialized) == (False,) * 3
@@ -56,8 +56,29 @@ def test_flags_follow_one_stage_and_are_read_only():
     assert mod.output_names == ["softmax_output"] and mod.label_names == ["softmax_label"]
     mod.init_optimizer()
     assert mod.stage is Stage.OPTIMIZER_READY and mod.optimizer_initialized
-    with pytest.raises(AttributeError):
-        mod.binded = False
+
+
+def test_assigning_the_flags_moves_the_stage_as_mxnet_subclasses_expect():
+    # MXNet subclasses (own bind, _reset_bind, load) assign the three flags
+    mod = _ready()
+    assert mod.stage is Stage.OPTIMIZER_READY
+    mod._reset_bind()  # what bind(force_rebind=True) of such a subclass calls
+    assert mod.stage is Stage.PARAMS_LOADED and not mod.binded
+    assert mod.optimizer_initialized  # MXNet keeps the optimizer over a rebind
+    with pytest.raises(StageError, match="call bind before forward"):
+        mod.forward(DataBatch([np.ones((10, 5), np.float32)]))
+    mod.binded = True
+    assert mod.stage is Stage.OPTIMIZER_READY
+    mod.optimizer_initialized = False
+    assert mod.stage is Stage.PARAMS_READY
+    mod.params_initialized = False
+    assert mod.stage is Stage.BOUND
+    fresh = Module(_mlp())
+    with pytest.raises(StageError, match="call bind before setting optimizer_initialized"):
+        fresh.optimizer_initialized = True
+    assert fresh.stage is Stage.CREATED
+    fresh.params_initialized = True
+    assert fresh.stage is Stage.PARAMS_LOADED
 
 
 @pytest.mark.parametrize("call, message", [
