@@ -14,6 +14,9 @@ pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
 
 STEPS_PER_EPOCH = 20
 BATCH = 60
+#: hidden widths: 38k parameters (150 kB), so that a KVServer's snapshot is too big to ride
+#: inline in its answer and lives in the object store of the server's node
+HIDDEN = (256, 128)
 WORKER = "mn_worker"  # the custom resource of nodes that take workers
 SERVER = "mn_server"  # ... and of nodes that take KVServers
 LOST_SERVER = "mn_server_lost"  # ... and of the nodes of the server lost with its node
@@ -25,7 +28,7 @@ def fit(workers=None, close=None, on_batch=None, epochs=2, kvstore="local"):
     x = rng.standard_normal((STEPS_PER_EPOCH * BATCH, 16)).astype(np.float32)
     y = (x[:, :10].argmax(axis=1)).astype(np.float32)
     rm.random.seed(1)
-    mod = rm.mod.Module(mlp(), workers=workers)
+    mod = rm.mod.Module(mlp(*HIDDEN), workers=workers)
     if workers is not None:
         close(mod)
     mod.fit(rm.io.NDArrayIter(x, y, batch_size=BATCH, shuffle=True, seed=2), num_epoch=epochs,
