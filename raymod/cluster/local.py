@@ -173,8 +173,16 @@ class LocalCluster:
                 num_gpus = 0
         head = self._node_args(os.cpu_count() if num_cpus is None else num_cpus, num_gpus,
                                resources, object_store_memory)
-        self._cluster = Cluster(initialize_head=True,
-                                head_node_args={**head, "include_dashboard": False})
+        # Cluster writes the head's address to the machine's "latest cluster" file, which
+        # every address='auto' on this machine then joins; ray.init() of a local cluster
+        # does not, and neither may a test cluster on a shared machine
+        import ray._private.utils as ray_utils
+        write, ray_utils.write_ray_address = ray_utils.write_ray_address, _no_address_file
+        try:
+            self._cluster = Cluster(initialize_head=True,
+                                    head_node_args={**head, "include_dashboard": False})
+        finally:
+            ray_utils.write_ray_address = write
         self.nodes: list = []  # added nodes, oldest first
 
     @staticmethod
@@ -226,4 +234,13 @@ class LocalCluster:
         """Stop every node, the head last."""
         for node in list(self.nodes):
             self.remove_node(node)
-        self._cluster.shutdown()
+        if self._cluster.head_node is not None:
+            # not Cluster.shutdown: it also deletes the machine's "latest cluster" file,
+            # which may name someone else's cluster
+            self._cluster.remove_node(self._cluster.head_node)
+            from ray.experimental import internal_kv
+            internal_kv._internal_kv_reset()  # its GCS is gone
+
+
+def _no_address_file(*args: Any, **kwargs: Any) -> None:
+    """Stands in for Ray's address-file writer while a :class:`LocalCluster` starts."""

@@ -91,6 +91,22 @@ def nodes(shared):
     made.remove_all()
 
 
+@pytest.fixture
+def kvstore():
+    """``make(**options)``: a dist_sync store (closed after the test) whose server sits on the
+    shared server node unless told otherwise, so that removing a worker's node never takes
+    the server along by chance."""
+    made = []
+
+    def make(**options):
+        options.setdefault("server_resources", {SERVER: 1})
+        made.append(DistKVStore("dist_sync", **options))
+        return made[-1]
+    yield make
+    for kv in made:
+        kv.close()
+
+
 def on_step(actions):
     """A batch-end callback running ``actions[step](module)`` after that global step."""
     def run(param):
@@ -109,14 +125,19 @@ def server_node(server):
         lambda _: ray.get_runtime_context().get_node_id()))
 
 
-def test_workers_over_three_nodes_match_one_process(shared, nodes, close_modules, reference):
+def test_workers_over_three_nodes_match_one_process(shared, nodes, close_modules, kvstore,
+                                                    reference):
     added = shared["workers"] + [nodes.add(**{WORKER: 1})]
-    mod, got = fit(rm.Workers(3, resources={WORKER: 1}), close_modules)
+    kv = kvstore()
+    mod, got = fit(rm.Workers(3, resources={WORKER: 1}), close_modules, kvstore=kv)
     assert_close(reference, got)
     assert sorted(worker_nodes(mod._pool).values()) == sorted(n.node_id for n in added)
+    assert server_node(kv.servers[0]) == shared["server"].node_id
+    # five raylets (the head, the shared three, this test's), every one on loopback
+    assert [n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]] == ["127.0.0.1"] * 5
 
 
-def test_worker_node_removed_mid_fit(nodes, close_modules, reference):
+def test_worker_node_removed_mid_fit(nodes, close_modules, kvstore, reference):
     third = nodes.add(**{WORKER: 1})
     removed = []
 
@@ -126,40 +147,38 @@ def test_worker_node_removed_mid_fit(nodes, close_modules, reference):
         removed.append((rank, third.node_id))
 
     mod, got = fit(rm.Workers(2, 3, resources={WORKER: 1}), close_modules,
-                   on_step({7: remove_a_worker_node}))
+                   on_step({7: remove_a_worker_node}), kvstore=kvstore())
     assert_close(reference, got)
+    assert not mod._exec_group.state.recoveries  # the server was elsewhere
     (rank, node), = removed
     lost = [e for e in mod._pool.events if e["event"] == "lost"]
     assert [e["rank"] for e in lost] == [rank] and lost[0]["step"] == 8
     assert node not in worker_nodes(mod._pool).values() and len(mod._pool) == 2
 
 
-def test_kvserver_node_removed_mid_fit(nodes, close_modules, reference):
+def test_kvserver_node_removed_mid_fit(nodes, close_modules, kvstore, reference):
     # the servers go back to their snapshot of the last epoch boundary (step 19), which was
     # taken on the node removed at step 22: it must survive the node
     first = nodes.add(num_cpus=0, **{LOST_SERVER: 1})
-    kv = DistKVStore("dist_sync", server_resources={LOST_SERVER: 1})
-    try:
-        assert server_node(kv.servers[0]) == first.node_id
-        moved = []
+    kv = kvstore(server_resources={LOST_SERVER: 1})
+    assert server_node(kv.servers[0]) == first.node_id
+    moved = []
 
-        def move_the_server(mod):
-            moved.append(nodes.add(num_cpus=0, **{LOST_SERVER: 1}))  # for the replacement
-            nodes.remove(first)
+    def move_the_server(mod):
+        moved.append(nodes.add(num_cpus=0, **{LOST_SERVER: 1}))  # for the replacement
+        nodes.remove(first)
 
-        mod, got = fit(rm.Workers(2, resources={WORKER: 1}), close_modules,
-                       on_step({22: move_the_server}), kvstore=kv)
-        assert_close(reference, got)
-        recoveries = mod._exec_group.state.recoveries
-        assert [(r["shards"], r["snapshot_step"]) for r in recoveries] == [([0], 19)]
-        assert recoveries[0]["steps_replayed"] == 3
-        assert server_node(kv.servers[0]) == moved[0].node_id
-        assert not [e for e in mod._pool.events if e["event"] == "lost"]
-    finally:
-        kv.close()
+    mod, got = fit(rm.Workers(2, resources={WORKER: 1}), close_modules,
+                   on_step({22: move_the_server}), kvstore=kv)
+    assert_close(reference, got)
+    recoveries = mod._exec_group.state.recoveries
+    assert [(r["shards"], r["snapshot_step"]) for r in recoveries] == [([0], 19)]
+    assert recoveries[0]["steps_replayed"] == 3
+    assert server_node(kv.servers[0]) == moved[0].node_id
+    assert not [e for e in mod._pool.events if e["event"] == "lost"]
 
 
-def test_node_added_mid_fit_workers_grow_onto_it(nodes, close_modules, reference):
+def test_node_added_mid_fit_workers_grow_onto_it(nodes, close_modules, kvstore, reference):
     grown = []
 
     def add_a_node(mod):
@@ -169,7 +188,7 @@ def test_node_added_mid_fit_workers_grow_onto_it(nodes, close_modules, reference
         mod._pool.wait_for(4, 120)  # they join at the next step boundary once started
 
     mod, got = fit(rm.Workers(2, 6, resources={WORKER: 1}), close_modules,
-                   on_step({5: add_a_node, 6: wait_for_joiners}))
+                   on_step({5: add_a_node, 6: wait_for_joiners}), kvstore=kvstore())
     assert_close(reference, got)
     placed = worker_nodes(mod._pool)
     assert len(placed) == 4 and list(placed.values()).count(grown[0].node_id) == 2
@@ -177,26 +196,39 @@ def test_node_added_mid_fit_workers_grow_onto_it(nodes, close_modules, reference
     assert len(joins) == 4 and not [e for e in mod._pool.events if e["event"] == "lost"]
 
 
-def test_bytes_cross_nodes_through_the_object_store(shared, close_modules, reference):
-    workers = [node.node_id for node in shared["workers"]]
-    server = shared["server"]
-    kv = DistKVStore("dist_sync", shared_memory=False, server_resources={SERVER: 1})
-    try:
-        reports = []
+def test_bytes_cross_nodes_through_the_object_store(shared, close_modules, kvstore,
+                                                    reference):
+    kv = kvstore(shared_memory=False)
+    reports = []
 
-        def look(mod):
-            pool = mod._pool
-            roads = [ray.get(pool.workers[r].__ray_call__.remote(lambda w: list(w.client.local)))
-                     for r in pool.ranks]
-            reports.append((roads, list(pool.call_all("memory_report").values())))
+    def look(mod):
+        pool = mod._pool
+        roads = [ray.get(pool.workers[r].__ray_call__.remote(lambda w: list(w.client.local)))
+                 for r in pool.ranks]
+        reports.append((roads, list(pool.call_all("memory_report").values())))
 
-        mod, got = fit(rm.Workers(2, resources={WORKER: 1}), close_modules,
-                       on_step({25: look}), kvstore=kv)
-        assert_close(reference, got)
-        assert server_node(kv.servers[0]) == server.node_id
-        assert sorted(worker_nodes(mod._pool).values()) == sorted(workers)
-        roads, memory = reports[0]
-        assert roads == [[False], [False]]  # no shared memory with the server: Ray carries it
-        assert [m["params_in_place"] + m["grads_in_place"] for m in memory] == [0, 0]
-    finally:
-        kv.close()
+    mod, got = fit(rm.Workers(2, resources={WORKER: 1}), close_modules, on_step({25: look}),
+                   kvstore=kv)
+    assert_close(reference, got)
+    assert server_node(kv.servers[0]) == shared["server"].node_id
+    assert sorted(worker_nodes(mod._pool).values()) == sorted(n.node_id
+                                                              for n in shared["workers"])
+    roads, memory = reports[0]
+    assert roads == [[False], [False]]  # no shared memory with the server: Ray carries it
+    assert [m["params_in_place"] + m["grads_in_place"] for m in memory] == [0, 0]
+
+
+def test_bad_arguments_are_named_before_anything_starts(ray_cluster):
+    cluster = rm.cluster.local_cluster()
+    count = len(cluster.nodes)
+    with pytest.raises(ValueError, match="num_cpus must be a number >= 0, got -1"):
+        cluster.add_node(num_cpus=-1)
+    with pytest.raises(ValueError, match="resources must map names to amounts >= 0"):
+        cluster.add_node(resources={"x": "many"})
+    with pytest.raises(ValueError, match="not a node added to this cluster"):
+        cluster.remove_node(object())
+    assert len(cluster.nodes) == count
+    with pytest.raises(ValueError, match="takes no address, got address='auto'"):
+        rm.cluster.init(address="auto", multi_node=True)
+    with pytest.raises(ValueError, match=r"server_resources must map .* got \{'ps': 0\}"):
+        DistKVStore("dist_sync", server_resources={"ps": 0})
