@@ -105,7 +105,13 @@ class WorkerPool:
             request_resources(bundles=[{k: v for k, v in want.items() if v}] * self.target)
         for _ in range(spec.max_workers):
             self._spawn()
-        self.wait_for(spec.min_workers, spec.start_timeout)
+        try:
+            self.wait_for(spec.min_workers, spec.start_timeout)
+        except BaseException:
+            # nobody will close this pool: its started actors would hold their CPUs until
+            # a garbage collection finds the handles (a traceback keeps them in a cycle)
+            self.shutdown()
+            raise
 
     # ---- membership ---------------------------------------------------------------------------
     def _spawn(self) -> None:
