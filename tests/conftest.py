@@ -24,8 +24,10 @@ def rng():
 
 @pytest.fixture(scope="session")
 def ray_cluster():
-    """One loopback-only local Ray cluster for the whole test session (raymod's helper)."""
-    info = rm.cluster.init(num_cpus=8)
+    """One loopback-only local Ray cluster for the whole test session (raymod's helper).
+
+    Multi-node: tests add and remove raylets on it (``rm.cluster.local_cluster()``)."""
+    info = rm.cluster.init(num_cpus=8, multi_node=True)
     yield info
     rm.cluster.shutdown()
 

@@ -1,10 +1,12 @@
 """Ray: the local-cluster helper, the worker pool and the remote executor group.
 
 ``rm.cluster.init()`` starts a loopback-only local cluster (or joins one with
-``address='auto'``); ``rm.Workers`` says how many worker actors a module runs on.
+``address='auto'``); with ``multi_node=True`` it is a :class:`LocalCluster` whose loopback
+nodes come and go (``rm.cluster.local_cluster()``). ``rm.Workers`` says how many worker
+actors a module runs on.
 """
 from . import pool
-from .local import init, is_initialized, shutdown
+from .local import LocalCluster, init, is_initialized, local_cluster, shutdown
 from .workers import Workers
 
-__all__ = ["init", "shutdown", "is_initialized", "Workers"]
+__all__ = ["init", "shutdown", "is_initialized", "LocalCluster", "local_cluster", "Workers"]

@@ -3,6 +3,9 @@
 ``init()`` with no address starts a single-node cluster bound to loopback only (nothing
 listens on the machine's network address), which is what tests and laptop runs want.
 ``init(address='auto')`` joins the cluster of ``ray submit`` / ``ray job submit``.
+``init(multi_node=True)`` starts a :class:`LocalCluster` instead: the same loopback head, to
+which :meth:`LocalCluster.add_node` adds more raylets on this machine (tests of placement and
+node loss), each with its own CPUs, custom resources and object store.
 """
 from __future__ import annotations
 
@@ -10,11 +13,15 @@ import logging
 import os
 from typing import Any
 
-__all__ = ["init", "shutdown", "is_initialized"]
+__all__ = ["init", "shutdown", "is_initialized", "LocalCluster", "local_cluster"]
 
 _LOG = logging.getLogger(__name__)
 _LOOPBACK = "127.0.0.1"
 _started_here = {"local": True}  # whether init() started the cluster (vs joined one)
+_cluster: dict[str, "LocalCluster | None"] = {"multi_node": None}  # init(multi_node=True)'s
+#: object store of the head and of each added node (bytes); pages are used only when filled
+HEAD_OBJECT_STORE = 2 << 30
+NODE_OBJECT_STORE = 100 << 20
 
 
 def is_initialized() -> bool:
@@ -24,7 +31,7 @@ def is_initialized() -> bool:
 
 
 def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int | None = None,
-         **ray_kwargs: Any) -> dict:
+         multi_node: bool = False, **ray_kwargs: Any) -> dict:
     """Connect to Ray: start a loopback-only local cluster, or join an existing one.
 
     Calling it again while connected does nothing and returns the same information.
@@ -37,6 +44,9 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
     num_cpus, num_gpus : int, optional
         Resources of the local cluster (default: what the machine has). Ignored when
         joining.
+    multi_node : bool, default False
+        Start the local cluster as a :class:`LocalCluster` (its head has these resources),
+        so that raylets can be added and removed later (see :func:`local_cluster`).
     **ray_kwargs
         Passed to ``ray.init``.
 
@@ -52,19 +62,25 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
     >>> mod = rm.mod.Module(net, workers=2)
     """
     local = address is None
+    if multi_node and not local:
+        raise ValueError(f"init(multi_node=True) starts a local cluster: it takes no address, "
+                         f"got address={address!r}")
     if local or _joins_loopback(address):
-        # Ray reads this when imported: with it off, a single-node cluster uses loopback
-        # for every service (the variable's name is historical); a driver joining such a
-        # cluster needs it too, or Ray swaps 127.0.0.1 for the machine's network address
-        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-        from ray._private import ray_constants
-        ray_constants.ENABLE_RAY_CLUSTER = False  # in case ray was imported earlier
+        _use_loopback()
     import ray
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
         kwargs.update(ray_kwargs)
         _started_here["local"] = local
-        if local:
+        if multi_node:
+            cluster = LocalCluster(num_cpus=num_cpus, num_gpus=num_gpus)
+            try:
+                ray.init(address=cluster.address, **kwargs)
+            except BaseException:
+                cluster.shutdown()
+                raise
+            _cluster["multi_node"] = cluster
+        elif local:
             kwargs.setdefault("include_dashboard", False)
             # "local": always a new cluster, never one found in RAY_ADDRESS or /tmp/ray
             ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus,
@@ -76,6 +92,16 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
                   ray.get_runtime_context().gcs_address)
     return {"address": ray.get_runtime_context().gcs_address,
             "resources": ray.cluster_resources(), "local": local}
+
+
+def _use_loopback() -> None:
+    """Keep every Ray service of this process's clusters on 127.0.0.1."""
+    # Ray reads this when imported: with it off, a single-node cluster uses loopback for
+    # every service (the variable's name is historical); a driver joining such a cluster
+    # needs it too, or Ray swaps 127.0.0.1 for the machine's network address
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    from ray._private import ray_constants
+    ray_constants.ENABLE_RAY_CLUSTER = False  # in case ray was imported earlier
 
 
 def _joins_loopback(address: str) -> bool:
@@ -100,3 +126,123 @@ def shutdown() -> None:
     import ray
     if ray.is_initialized():
         ray.shutdown()
+    cluster, _cluster["multi_node"] = _cluster["multi_node"], None
+    if cluster is not None:
+        cluster.shutdown()
+
+
+def local_cluster() -> "LocalCluster | None":
+    """The :class:`LocalCluster` that ``init(multi_node=True)`` started (None otherwise)."""
+    return _cluster["multi_node"]
+
+
+class LocalCluster:
+    """Several Ray nodes (raylets) on this machine, every one bound to 127.0.0.1.
+
+    A thin layer over ``ray.cluster_utils.Cluster``: the head starts at construction; nodes
+    come and go with :meth:`add_node` and :meth:`remove_node`. Custom resources on a node
+    place actors there (``rm.Workers(resources=...)``, ``DistKVStore(server_resources=...)``).
+    The nodes share the machine's ``/dev/shm``, so workers still reach a server's shared
+    memory across them; ``DistKVStore(shared_memory=False)`` makes every byte cross nodes
+    through Ray's object stores, as between machines.
+
+    Parameters
+    ----------
+    num_cpus, num_gpus : int, optional
+        Resources of the head (default: the machine's CPUs and CUDA devices).
+    resources : dict, optional
+        Custom resources of the head.
+    object_store_memory : int, default HEAD_OBJECT_STORE
+        Bytes of the head's object store.
+
+    Examples
+    --------
+    >>> rm.cluster.init(num_cpus=4, multi_node=True)
+    >>> nodes = rm.cluster.local_cluster()
+    >>> node = nodes.add_node(num_cpus=1, resources={"trainer": 1})
+    >>> nodes.remove_node(node)  # its actors die, its objects are lost
+    """
+
+    def __init__(self, num_cpus: int | None = None, num_gpus: int | None = None,
+                 resources: dict | None = None, object_store_memory: int = HEAD_OBJECT_STORE):
+        _use_loopback()
+        from ray.cluster_utils import Cluster
+        if num_gpus is None:
+            from ..context import num_gpus as visible_gpus
+            try:
+                num_gpus = visible_gpus()
+            except Exception:  # noqa: BLE001 - no CuPy: no GPUs for the head
+                num_gpus = 0
+        head = self._node_args(os.cpu_count() if num_cpus is None else num_cpus, num_gpus,
+                               resources, object_store_memory)
+        # Cluster writes the head's address to the machine's "latest cluster" file, which
+        # every address='auto' on this machine then joins; ray.init() of a local cluster
+        # does not, and neither may a test cluster on a shared machine
+        import ray._private.utils as ray_utils
+        write, ray_utils.write_ray_address = ray_utils.write_ray_address, _no_address_file
+        try:
+            self._cluster = Cluster(initialize_head=True,
+                                    head_node_args={**head, "include_dashboard": False})
+        finally:
+            ray_utils.write_ray_address = write
+        self.nodes: list = []  # added nodes, oldest first
+
+    @staticmethod
+    def _node_args(num_cpus: float, num_gpus: int, resources: dict | None,
+                   object_store_memory: int) -> dict:
+        for name, value in (("num_cpus", num_cpus), ("num_gpus", num_gpus)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"LocalCluster: {name} must be a number >= 0, got {value!r}")
+        for key, value in (resources or {}).items():
+            if not isinstance(key, str) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"LocalCluster: resources must map names to amounts >= 0, "
+                                 f"got {key!r}: {value!r}")
+        return {"node_ip_address": _LOOPBACK, "num_cpus": num_cpus, "num_gpus": num_gpus,
+                "resources": dict(resources or {}), "object_store_memory": object_store_memory}
+
+    @property
+    def address(self) -> str:
+        """The head's GCS address (``127.0.0.1:port``)."""
+        return self._cluster.address
+
+    def add_node(self, num_cpus: float = 1, num_gpus: int = 0, resources: dict | None = None,
+                 object_store_memory: int = NODE_OBJECT_STORE) -> Any:
+        """Start one more raylet on loopback and wait until the cluster sees it.
+
+        Returns
+        -------
+        ray._private.node.Node
+            The node; its ``node_id`` is what ``ray.get_runtime_context().get_node_id()``
+            says inside its actors.
+        """
+        node = self._cluster.add_node(**self._node_args(num_cpus, num_gpus, resources,
+                                                        object_store_memory))
+        self.nodes.append(node)
+        return node
+
+    def remove_node(self, node: Any) -> None:
+        """Stop a node added by :meth:`add_node`: its raylet, actors and object store.
+
+        The raylet is terminated (not killed) so that it tells the cluster at once: its
+        actors' callers see them dead now instead of after the health-check timeout.
+        """
+        if node not in self.nodes:
+            raise ValueError(f"remove_node: {node!r} is not a node added to this cluster "
+                             f"(the head cannot be removed)")
+        self._cluster.remove_node(node, allow_graceful=True)
+        self.nodes.remove(node)
+
+    def shutdown(self) -> None:
+        """Stop every node, the head last."""
+        for node in list(self.nodes):
+            self.remove_node(node)
+        if self._cluster.head_node is not None:
+            # not Cluster.shutdown: it also deletes the machine's "latest cluster" file,
+            # which may name someone else's cluster
+            self._cluster.remove_node(self._cluster.head_node)
+            from ray.experimental import internal_kv
+            internal_kv._internal_kv_reset()  # its GCS is gone
+
+
+def _no_address_file(*args: Any, **kwargs: Any) -> None:
+    """Stands in for Ray's address-file writer while a :class:`LocalCluster` starts."""

@@ -111,7 +111,9 @@ class WorkerPool:
             self._spawn()
         try:
             self.wait_for(spec.min_workers, spec.start_timeout)
-        except BaseException:  # tear down what started: no actor outlives a failed pool
+        except BaseException:
+            # nobody will close this pool: its started actors would hold their CPUs until
+            # a garbage collection finds the handles (a traceback keeps them in a cycle)
             self.shutdown()
             raise
 

@@ -54,6 +54,9 @@ class DistKVStore(KVStoreBase):
     shared_memory : bool, default True
         Let workers on a server's machine push and read through shared memory
         (``/dev/shm``) instead of Ray's object store; False sends every byte through Ray.
+    server_resources : dict, optional
+        Ray custom resources each server actor asks for (a replacement too), e.g.
+        ``{"ps": 1}`` to keep the servers on the nodes that offer ``ps``.
 
     Notes
     -----
@@ -64,7 +67,7 @@ class DistKVStore(KVStoreBase):
     """
 
     def __init__(self, name: str = "dist_sync", num_servers: int | None = None,
-                 shared_memory: bool = True):
+                 shared_memory: bool = True, server_resources: dict | None = None):
         from ..cluster import local
         if name not in _TYPES:
             raise ValueError(f"unknown dist kvstore type {name!r}; known: {', '.join(_TYPES)}")
@@ -72,6 +75,13 @@ class DistKVStore(KVStoreBase):
             num_servers = int(os.environ.get(NUM_SERVERS_ENV, "1"))
         if num_servers < 1:
             raise ValueError(f"num_servers must be >= 1, got {num_servers}")
+        if server_resources is not None and (
+                not isinstance(server_resources, dict)
+                or not all(isinstance(k, str) and isinstance(v, (int, float))
+                           and not isinstance(v, bool) and v > 0
+                           for k, v in server_resources.items())):
+            raise ValueError(f"server_resources must map resource names to amounts > 0, got "
+                             f"{server_resources!r}")
         local.init()
         import ray
         self._type = "dist_sync" if name == "dist" else name
@@ -79,7 +89,8 @@ class DistKVStore(KVStoreBase):
         self.layout = ShardLayout(num_servers)
         # threaded: run-ahead workers block in wait_done while others push
         self._server_cls = ray.remote(num_cpus=0, max_restarts=0,
-                                      max_concurrency=SERVER_THREADS)(KVServer)
+                                      max_concurrency=SERVER_THREADS)(KVServer).options(
+            resources=dict(server_resources or {}))
         self.shared_memory = bool(shared_memory)
         self.servers = [self._server_cls.remote(s, self.mode, self.shared_memory)
                         for s in range(num_servers)]
@@ -323,16 +334,16 @@ class DistKVStore(KVStoreBase):
 
     # ---- recovery ---------------------------------------------------------------------------
     def snapshot(self) -> list:
-        """Refs to every shard's state (values, optimizer states, progress), owned by the
-        caller so that they outlive the servers.
+        """Every shard's state (values, optimizer states, progress), held by the caller so
+        that it outlives the servers and the nodes they run on.
 
-        Returns once every shard has taken its snapshot: pushes from this machine's workers
-        reach a server through its doorbell, not behind this call in the actor's queue, so
-        the next step must not start before the snapshot is taken.
+        The states are fetched into this process: a ref to a server's answer would leave
+        the only copy in the object store of the server's node, and losing that node would
+        lose the server and its snapshot together. Returns once every shard has taken its
+        snapshot: pushes from the servers' machine reach a server through its doorbell,
+        not behind this call in the actor's queue, so the next step must not start before.
         """
-        refs = [s.snapshot.remote() for s in self.servers]
-        self._ray.wait(refs, num_returns=len(refs), fetch_local=False)
-        return refs
+        return self._ray.get([s.snapshot.remote() for s in self.servers])
 
     def dead_shards(self) -> list[int]:
         """Shards whose server actor no longer answers."""
@@ -352,9 +363,8 @@ class DistKVStore(KVStoreBase):
         dead = self.dead_shards()
         for shard in dead:
             server = self._server_cls.remote(shard, self.mode, self.shared_memory)
-            state = snapshot[shard]
             self._ray.get(server.add.remote(self.layout.shards[shard],
-                                            self._ray.get(state)["buffers"]))
+                                            snapshot[shard]["buffers"]))
             if self._optimizer is not None:
                 server.set_optimizer.remote(self._optimizer)
             elif self._updater is not None:
