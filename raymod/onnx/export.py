@@ -176,6 +176,7 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
     inputs = set(symbol.list_inputs())
     values = {k: v for k, v in values.items() if k in inputs}
     labels = _label_inputs(symbol)
+    _check_convertible(symbol)
     data_names = [n for n in symbol.list_arguments() if n not in values and n not in labels]
     missing_aux = [n for n in symbol.list_auxiliary_states() if n not in values]
     if missing_aux:
@@ -183,11 +184,10 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
                          f"{names_list(missing_aux)}")
     shapes = _shape_list(in_shapes, data_names)
     types = _type_list(in_types, data_names)
-    _check_convertible(symbol, labels)
 
     given_shapes = {**{k: v.shape for k, v in values.items()}, **dict(zip(data_names, shapes))}
-    given_types = {**{k: v.dtype for k, v in values.items()
-                      if k in symbol.list_auxiliary_states()}, **dict(zip(data_names, types))}
+    # parameters take the dtype inferred from the inputs (cast on export)
+    given_types = dict(zip(data_names, types))
     shape_of = shape_values(symbol, given_shapes)
     dtype_of = type_values(symbol, given_types)
     builder = GraphBuilder(values, shape_of, dtype_of, dynamic)
@@ -231,15 +231,16 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
     model = helper.make_model(graph, producer_name="raymod",
                               opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = min(model.ir_version, 8)   # readable by older onnxruntime releases
-    onnx.checker.check_model(model)
     if verbose:
         _log.info("ONNX export:\n%s", helper.printable_graph(graph))
+    payload = model.SerializeToString()   # once: protobuf copies of big weights are slow
+    onnx.checker.check_model(payload)
     with open(onnx_file_path, "wb") as f:
-        f.write(model.SerializeToString())
+        f.write(payload)
     return onnx_file_path
 
 
-def _check_convertible(symbol, labels: set[str]) -> None:
+def _check_convertible(symbol) -> None:
     """Fail before any work when an operator has no converter, naming the first one."""
     for node in symbol.topo():
         if node.op is not None and node.op.name not in CONVERTERS:
