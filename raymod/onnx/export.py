@@ -61,19 +61,30 @@ def _load_params(params: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def _label_inputs(sym) -> set[str]:
-    """Variables read only as the label of a loss head (dropped from the inference graph)."""
-    label, other = set(), set()
+def _label_only(sym) -> set[int]:
+    """Ids of the nodes whose values reach nothing but loss-head labels (the label variables
+    and, say, a Reshape of them): the inference graph leaves them out."""
+    users: dict[int, list] = {}
     for node in sym.topo():
         if node.op is None:
             continue
         names = node.op.list_arguments()
         for i, (src, _) in enumerate(node.inputs):
-            if not src.is_variable:
-                continue
-            is_label = node.op.is_loss and i < len(names) and names[i] == "label"
-            (label if is_label else other).add(src.name)
-    return label - other
+            users.setdefault(id(src), []).append((node, names[i] if i < len(names) else None))
+    heads = {id(node) for node, _ in sym.outputs}
+    only: set[int] = set()
+    for node in reversed(sym.topo()):
+        use = users.get(id(node), [])
+        if use and id(node) not in heads and all(
+                (user.op.is_loss and arg == "label") or id(user) in only for user, arg in use):
+            only.add(id(node))
+    return only
+
+
+def _label_inputs(sym) -> set[str]:
+    """Variables read only as (or into) the label of a loss head."""
+    only = _label_only(sym)
+    return {n.name for n in sym.topo() if n.is_variable and id(n) in only}
 
 
 def _shape_list(in_shapes: Any, data_names: list[str]) -> list[tuple[int, ...]]:
@@ -175,8 +186,9 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
     values = _load_params(params)
     inputs = set(symbol.list_inputs())
     values = {k: v for k, v in values.items() if k in inputs}
-    labels = _label_inputs(symbol)
-    _check_convertible(symbol)
+    skip = _label_only(symbol)
+    labels = {n.name for n in symbol.topo() if n.is_variable and id(n) in skip}
+    _check_convertible(symbol, skip)
     data_names = [n for n in symbol.list_arguments() if n not in values and n not in labels]
     missing_aux = [n for n in symbol.list_auxiliary_states() if n not in values]
     if missing_aux:
@@ -200,7 +212,7 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
             single = len(node.op.list_outputs()) == 1
             builder.names[(id(node), k)] = builder.fresh(node.name if single else out)
     for node in symbol.topo():
-        if node.is_variable:
+        if node.is_variable or id(node) in skip:
             continue
         if verbose:
             _log.info("ONNX export: converting %s '%s'", node.op.name, node.name)
@@ -240,10 +252,10 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
     return onnx_file_path
 
 
-def _check_convertible(symbol) -> None:
+def _check_convertible(symbol, skip: set[int]) -> None:
     """Fail before any work when an operator has no converter, naming the first one."""
     for node in symbol.topo():
-        if node.op is not None and node.op.name not in CONVERTERS:
+        if node.op is not None and id(node) not in skip and node.op.name not in CONVERTERS:
             raise UnsupportedOperatorError(
                 f"ONNX export: operator {node.op.name} (node '{node.name}') has no ONNX "
                 f"conversion; supported: see rm.onnx.get_operator_support()")

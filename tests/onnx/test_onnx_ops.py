@@ -14,6 +14,8 @@ from raymod.onnx import UnsupportedOperatorError  # noqa: E402
 S = rm.sym
 x = S.Variable("data")
 y = S.Variable("other")
+idx = S.Variable("idx")    # filled with whole numbers in [-2, 6), out-of-range ones included
+cond = S.Variable("cond")  # filled with 0 / 1
 NCHW = {"data": (2, 4, 6, 6)}
 MAT = {"data": (3, 5)}
 PAIR = {"data": (3, 5), "other": (3, 5)}
@@ -115,13 +117,45 @@ CASES = [
     ("squeeze", S.squeeze(S.expand_dims(x, axis=1)), MAT),
     ("broadcast_to", S.broadcast_to(S.expand_dims(x, axis=0), shape=(4, 3, 5)), MAT),
     ("cast", S.Cast(x, dtype="float64"), MAT),
+    ("take_clip", S.take(x, idx, axis=1), {"data": (3, 5), "idx": (2, 2)}),
+    ("take_wrap", S.take(x, idx, mode="wrap"), {"data": (4, 3), "idx": (5,)}),
+    ("pick", S.pick(x, idx, axis=1), {"data": (3, 5), "idx": (3,)}),
+    ("pick_keepdims_wrap", S.pick(x, idx, axis=0, keepdims=True, mode="wrap"),
+     {"data": (3, 5), "idx": (5,)}),
+    ("one_hot", S.one_hot(idx, depth=4, on_value=2.0, off_value=-1.0), {"idx": (2, 3)}),
+    ("where", S.where(cond, x, y), {"cond": (3, 5), "data": (3, 5), "other": (3, 5)}),
+    ("where_rows", S.where(cond, x, y), {"cond": (3,), "data": (3, 5), "other": (3, 5)}),
+    ("argmax", S.argmax(x, axis=1), MAT),
+    ("argmin_keepdims", S.argmin(x, axis=0, keepdims=True), MAT),
+    ("argmax_all", S.argmax(x), MAT),
+    ("reverse", S.reverse(x, axis=(0, 2)), NCHW),
+    ("repeat_axis", S.repeat(x, repeats=3, axis=1), MAT),
+    ("repeat_flat", S.repeat(x, repeats=2), MAT),
+    ("slice_like", S.slice_like(x, y, axes=(1,)), {"data": (3, 5), "other": (3, 2)}),
+    ("round_trunc", S.round(x * 3.0) + S.trunc(x * 3.0) * 10.0, MAT),
+    ("hypot", S.broadcast_hypot(x, y), BCAST),
+    ("smooth_l1", S.smooth_l1(x * 3.0, scalar=1.5), MAT),
+    ("norm_l2", S.norm(x, axis=1), NCHW),
+    ("norm_l1_keep", S.norm(x, ord=1, axis=(2, 3), keepdims=True), NCHW),
+    ("zeros_ones", S.zeros_like(x) + S.ones_like(x) + x, MAT),
+    ("zeros_op", S.broadcast_add(x, S.zeros(shape=(1, 5))), MAT),
+    ("layernorm", S.LayerNorm(x, eps=1e-3), NCHW),
+    ("layernorm_axis1", S.LayerNorm(x, axis=1), NCHW),
 ]
+
+
+def _data(name: str, shape: tuple, rng) -> np.ndarray:
+    if name == "idx":
+        return rng.integers(-2, 6, shape).astype(np.float32)
+    if name == "cond":
+        return rng.integers(0, 2, shape).astype(np.float32)
+    return rng.uniform(-1, 1, shape).astype(np.float32)
 
 
 def _arrays(sym, shapes: dict, rng) -> tuple[dict, dict, dict]:
     """(data, arg_params, aux_params) of random values for ``sym`` at ``shapes``."""
     arg_shapes, _, aux_shapes = sym.infer_shape(**shapes)
-    data = {n: rng.uniform(-1, 1, s).astype(np.float32) for n, s in shapes.items()}
+    data = {n: _data(n, s, rng) for n, s in shapes.items()}
     arg = {n: rng.uniform(-1, 1, s).astype(np.float32)
            for n, s in zip(sym.list_arguments(), arg_shapes)
            if n not in shapes and not n.endswith("label")}
@@ -137,7 +171,7 @@ def _check(sym, shapes, tmp_path, rng, dynamic=False, run_shapes=None):
                          dynamic=dynamic)
     onnx.checker.check_model(path)
     if run_shapes:
-        data = {n: rng.uniform(-1, 1, s).astype(np.float32) for n, s in run_shapes.items()}
+        data = {n: _data(n, s, rng) for n, s in run_shapes.items()}
     labels = {n: np.zeros(s, np.float32) for n, s in zip(
         sym.list_arguments(), sym.infer_shape(**{k: v.shape for k, v in data.items()})[0])
         if n not in data and n not in arg}

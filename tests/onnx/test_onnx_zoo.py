@@ -2,7 +2,7 @@
 outputs equal raymod's ``Module.forward`` / ``predict`` on the same parameters.
 
 Networks, parameters and inputs come from the model-zoo fixtures (``tests/fixtures/mxnet/zoo``,
-made by the recipe of ``tests/zoo/params.py``), at batch 1. Besides each network's output (the
+made by the recipe of ``tests/zoo/params.py``), at their batch (1 or 2). Besides each network's output (the
 softmax of SoftmaxOutput), the layer feeding the head is compared too, since probabilities of a
 random network can hide differences in the logits.
 """
@@ -38,36 +38,39 @@ with open(os.path.join(ZOO, "index.json")) as _f:
 # by the others and by tests/onnx/test_onnx_ops.py)
 NETS = ["lenet", "mlp", "vgg11_bn", "googlenet", "inception_bn_small", "resnet18_imagenet",
         "resnet20_cifar", "mobilenet", "mobilenetv2", "vaegan_discriminator1",
-        "vaegan_generator", "factorization_machine", "wide_deep"]
+        "vaegan_generator", "vaegan_kl_loss", "factorization_machine", "wide_deep",
+        "lstm_bucketing"]
 HEAVY = ["alexnet", "vgg11", "resnet_v1_18_imagenet", "resnet_v1_20_cifar", "fcn32s", "fcn8s",
          "resnext50", "inception_v3", "inception_v4", "inception_resnet_v2"]
 
 
 def _network(net: str):
-    """(symbol, arg_params, aux_params, inputs at batch 1, label names) of a zoo network."""
+    """(symbol, arg_params, aux_params, inputs, label shapes) of a zoo network, at the
+    fixture's batch (1 or 2)."""
     e = INDEX[net]
     sym = rm.sym.load(os.path.join(ZOO, e["symbol_file"]))
     given = {i["name"]: i for i in e["inputs"]}
-    labels = [n for n in given if n.endswith("label")]
+    labels = {n: tuple(spec["shape"]) for n, spec in given.items() if n.endswith("label")}
     arg = {n: params.make_param(n, s) for n, s in e["arg_shapes"].items() if n not in given}
     aux = {n: params.make_param(n, s) for n, s in e["aux_shapes"].items()}
     inputs = {}
     for name, spec in given.items():
         if name in labels:
             continue
-        shape = [1] + list(spec["shape"][1:])
+        shape = spec["shape"]
         if "recipe" in spec:
             inputs[name] = params.make_input(name, shape, spec["recipe"])
         else:
             with np.load(os.path.join(ZOO, e["npz_file"])) as z:
-                inputs[name] = z[spec["npz"]][:1].astype(np.float32)
+                inputs[name] = z[spec["npz"]].astype(np.float32)
     return sym, arg, aux, inputs, labels
 
 
-def _raymod_outputs(sym, arg, aux, inputs, labels) -> list[np.ndarray]:
-    mod = rm.mod.Module(sym, data_names=list(inputs),
-                        label_names=[n for n in labels if n in sym.list_arguments()])
-    mod.bind(data_shapes=[(n, v.shape) for n, v in inputs.items()], for_training=False)
+def _raymod_outputs(sym, arg, aux, inputs, labels: dict) -> list[np.ndarray]:
+    labels = {n: s for n, s in labels.items() if n in sym.list_arguments()}
+    mod = rm.mod.Module(sym, data_names=list(inputs), label_names=list(labels))
+    mod.bind(data_shapes=[(n, v.shape) for n, v in inputs.items()],
+             label_shapes=list(labels.items()) or None, for_training=False)
     mod.set_params(arg, aux, allow_missing=False, allow_extra=True)
     mod.forward(rm.io.DataBatch(data=list(inputs.values())), is_train=False)
     return [np.asarray(o) for o in mod.get_outputs()]

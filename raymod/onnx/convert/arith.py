@@ -203,3 +203,47 @@ converts("max")(_reduce("ReduceMax", False))
 converts("min")(_reduce("ReduceMin", False))
 converts("prod")(_reduce("ReduceProd", False))
 converts("_square_sum")(_reduce("ReduceSumSquare", False))
+
+
+@converts("round")
+def round_(ctx: NodeContext) -> None:
+    # MXNet rounds half away from zero; ONNX's Round is half to even
+    mag = ctx.add("Floor", [ctx.add("Add", [ctx.add("Abs", [ctx.input(0)]),
+                                             ctx.scalar("half", 0.5)])])
+    ctx.add("Mul", [ctx.add("Sign", [ctx.input(0)]), mag], ctx.output())
+
+
+@converts("trunc")
+def trunc(ctx: NodeContext) -> None:
+    mag = ctx.add("Floor", [ctx.add("Abs", [ctx.input(0)])])
+    ctx.add("Mul", [ctx.add("Sign", [ctx.input(0)]), mag], ctx.output())
+
+
+@converts("_hypot", "broadcast_hypot")
+def hypot(ctx: NodeContext) -> None:
+    a = ctx.add("Mul", [ctx.input(0), ctx.input(0)])
+    b = ctx.add("Mul", [ctx.input(1), ctx.input(1)])
+    ctx.add("Sqrt", [ctx.add("Add", [a, b])], ctx.output())
+
+
+@converts("smooth_l1")
+def smooth_l1(ctx: NodeContext) -> None:
+    s2 = float(ctx.attrs["scalar"]) ** 2
+    x = ctx.input(0)
+    mag = ctx.add("Abs", [x])
+    inner = ctx.add("Mul", [ctx.add("Mul", [x, x]), ctx.scalar("half_s2", 0.5 * s2)])
+    outer = ctx.add("Sub", [mag, ctx.scalar("half_inv_s2", 0.5 / s2)])
+    ctx.add("Where", [ctx.add("Less", [mag, ctx.scalar("inv_s2", 1.0 / s2)]), inner, outer],
+            ctx.output())
+
+
+@converts("norm")
+def norm(ctx: NodeContext) -> None:
+    if ctx.attrs.get("out_dtype") is not None:
+        raise ctx.unsupported("with out_dtype is not exported")
+    op = {1: "ReduceL1", 2: "ReduceL2"}[int(ctx.attrs["ord"])]
+    nd = len(ctx.in_shape(0))
+    axis = ctx.attrs.get("axis")
+    axes = list(range(nd)) if not axis else [int(a) % nd for a in axis]
+    value = ctx.add(op, [ctx.input(0)], axes=axes, keepdims=1)
+    ctx.add("Reshape", [value, ctx.ints("shape", ctx.out_shape())], ctx.output())

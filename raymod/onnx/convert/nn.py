@@ -177,3 +177,21 @@ def embedding(ctx: NodeContext) -> None:
     idx = ctx.add("Cast", [ctx.input(0)], to=7)
     idx = ctx.add("Clip", [idx, ctx.const("lo", np.int64(0)), ctx.const("hi", np.int64(rows - 1))])
     ctx.add("Gather", [ctx.input(1), idx], ctx.output(), axis=0)
+
+
+@converts("LayerNorm")
+def layer_norm(ctx: NodeContext) -> None:
+    # opset 13 has no LayerNormalization: mean and variance over the axis, written out
+    shape = ctx.in_shape(0)
+    axis = int(ctx.attrs["axis"]) % len(shape)
+    x = ctx.input(0)
+    mean = ctx.add("ReduceMean", [x], axes=[axis], keepdims=1)
+    centred = ctx.add("Sub", [x, mean])
+    var = ctx.add("ReduceMean", [ctx.add("Mul", [centred, centred])], axes=[axis], keepdims=1)
+    std = ctx.add("Sqrt", [ctx.add("Add", [var, ctx.scalar("eps", float(ctx.attrs["eps"]))])])
+    param_shape = [1] * len(shape)
+    param_shape[axis] = shape[axis]
+    gamma = ctx.add("Reshape", [ctx.input(1), ctx.ints("pshape", param_shape)])
+    beta = ctx.add("Reshape", [ctx.input(2), ctx.ints("pshape", param_shape)])
+    scaled = ctx.add("Mul", [ctx.add("Div", [centred, std]), gamma])
+    ctx.add("Add", [scaled, beta], ctx.output())
