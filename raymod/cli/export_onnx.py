@@ -53,8 +53,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as err:
         raise CLIError(f"cannot load checkpoint {prefix} epoch {epoch}: {one_line(err)}") \
             from None
-    inputs = [n for n in sym.list_arguments() if n not in arg_params
-              and n not in rm_onnx.export._label_inputs(sym)]
+    inputs = rm_onnx.data_inputs(sym, arg_params)
     shapes = dict(args.shape or [])
     if None in shapes:
         if len(args.shape) != 1 or len(inputs) != 1:

@@ -4,8 +4,14 @@ Needs the ``onnx`` package (``pip install 'raymod[onnx]'``); it is imported when
 is, which ``import raymod`` does not do. One converter module per op family lives in
 ``convert/``; ``get_operator_support()`` lists the operators they cover.
 """
-from . import convert  # noqa: F401  (registers the converters)
-from .export import export_model, get_operator_support
+try:
+    import onnx as _onnx  # noqa: F401
+except ImportError as _err:
+    raise ImportError("rm.onnx needs the onnx package: pip install 'raymod[onnx]'") from _err
+
+from . import convert  # noqa: F401,E402  (registers the converters)
+from .export import data_inputs, export_model, get_operator_support
 from .graph import OPSET, UnsupportedOperatorError
 
-__all__ = ["export_model", "get_operator_support", "OPSET", "UnsupportedOperatorError"]
+__all__ = ["export_model", "get_operator_support", "data_inputs", "OPSET",
+           "UnsupportedOperatorError"]

@@ -7,11 +7,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..base import MXNetError, names_list
+from ..base import names_list
 from ..symbol.infer import shape_values, type_values
 from .graph import CONVERTERS, OPSET, GraphBuilder, NodeContext, UnsupportedOperatorError
 
-__all__ = ["export_model", "get_operator_support"]
+__all__ = ["export_model", "get_operator_support", "data_inputs"]
 
 _log = logging.getLogger(__name__)
 
@@ -81,10 +81,12 @@ def _label_only(sym) -> set[int]:
     return only
 
 
-def _label_inputs(sym) -> set[str]:
-    """Variables read only as (or into) the label of a loss head."""
+def data_inputs(sym, params: Any = ()) -> list[str]:
+    """The inputs ``export_model``'s ``in_shapes`` are given for, in order: the arguments of
+    ``sym`` that are neither in ``params`` nor read only as loss-head labels."""
     only = _label_only(sym)
-    return {n.name for n in sym.topo() if n.is_variable and id(n) in only}
+    labels = {n.name for n in sym.topo() if n.is_variable and id(n) in only}
+    return [n for n in sym.list_arguments() if n not in params and n not in labels]
 
 
 def _shape_list(in_shapes: Any, data_names: list[str]) -> list[tuple[int, ...]]:
@@ -187,9 +189,8 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
     inputs = set(symbol.list_inputs())
     values = {k: v for k, v in values.items() if k in inputs}
     skip = _label_only(symbol)
-    labels = {n.name for n in symbol.topo() if n.is_variable and id(n) in skip}
     _check_convertible(symbol, skip)
-    data_names = [n for n in symbol.list_arguments() if n not in values and n not in labels]
+    data_names = data_inputs(symbol, values)
     missing_aux = [n for n in symbol.list_auxiliary_states() if n not in values]
     if missing_aux:
         raise ValueError(f"export_model: params lack the auxiliary state(s) "

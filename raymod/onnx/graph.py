@@ -124,6 +124,9 @@ class NodeContext:
     def out_shape(self, k: int = 0) -> tuple:
         return tuple(self.b.shapes[(id(self.node), k)])
 
+    def out_dtype(self, k: int = 0) -> np.dtype:
+        return np.dtype(self.b.dtypes.get((id(self.node), k)) or np.float32)
+
     def output(self, k: int = 0) -> str:
         """The ONNX name the node's output ``k`` must be written to."""
         return self.b.names[(id(self.node), k)]
@@ -133,6 +136,10 @@ class NodeContext:
         return self.b.dynamic
 
     # --- emitting ------------------------------------------------------------------------
+    def fresh(self, hint: str) -> str:
+        """A new value name (for nodes with several outputs)."""
+        return self.b.fresh(f"{self.name}_{hint}")
+
     def add(self, op_type: str, inputs: Sequence[str], outputs: Any = None,
             **attrs: Any) -> Any:
         return self.b.add(op_type, inputs, outputs, self.name, **attrs)

@@ -2,9 +2,9 @@
 outputs equal raymod's ``Module.forward`` / ``predict`` on the same parameters.
 
 Networks, parameters and inputs come from the model-zoo fixtures (``tests/fixtures/mxnet/zoo``,
-made by the recipe of ``tests/zoo/params.py``), at their batch (1 or 2). Besides each network's output (the
-softmax of SoftmaxOutput), the layer feeding the head is compared too, since probabilities of a
-random network can hide differences in the logits.
+made by the recipe of ``tests/zoo/params.py``), at their batch (1 or 2). Besides each network's
+output (the softmax of SoftmaxOutput), the layer feeding the head is compared too, since the
+probabilities of a random network can hide differences in the logits.
 """
 from __future__ import annotations
 

@@ -2,7 +2,6 @@
 dot, batch_dot and the reductions."""
 from __future__ import annotations
 
-import numpy as np
 from onnx import helper
 
 from ..graph import NodeContext, converts

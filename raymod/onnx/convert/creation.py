@@ -9,8 +9,7 @@ from ..graph import NodeContext, converts
 
 def _filled(value: float, like_input: bool):
     def convert(ctx: NodeContext) -> None:
-        dtype = ctx.in_dtype(0) if like_input else np.dtype(
-            ctx.b.dtypes.get((id(ctx.node), 0)) or np.float32)
+        dtype = ctx.in_dtype(0) if like_input else ctx.out_dtype()
         const = ctx.const("value", np.full(ctx.out_shape(), value, dtype=dtype))
         ctx.add("Identity", [const], ctx.output())
     return convert

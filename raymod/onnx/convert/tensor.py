@@ -121,7 +121,7 @@ def slice_channel(ctx: NodeContext) -> None:
     if not ctx.attrs["squeeze_axis"]:
         ctx.add("Split", [ctx.input(0), sizes], outs, axis=axis)
         return
-    parts = ctx.add("Split", [ctx.input(0), sizes], [ctx.b.fresh(f"{o}_part") for o in outs],
+    parts = ctx.add("Split", [ctx.input(0), sizes], [ctx.fresh(f"part{k}") for k in range(n)],
                     axis=axis)
     for part, out in zip(parts, outs):
         ctx.add("Squeeze", [part, ctx.ints("axes", [axis])], out)
