@@ -1,5 +1,6 @@
-"""``rm.tune.fit_trainable`` in the session's Ray cluster (2 trials, 1 epoch each), its
-placement groups, and ``jobs/tune_digits.py``'s bad flags."""
+"""``rm.tune.fit_trainable`` in the session's Ray cluster (2 trials of 2 epochs, one crashing
+and resumed from its Tune checkpoint), its placement groups, and ``jobs/tune_digits.py``'s bad
+flags."""
 from __future__ import annotations
 
 import os
@@ -47,39 +48,54 @@ def _module(config, workers):
 
 
 def _fit_kwargs(config):
+    def crash_once(param):
+        # the "crash" trial dies at the start of its second epoch, the first time only
+        marker = Path(config["marker"])
+        if config["crash"] and param.epoch == 1 and not marker.exists():
+            marker.write_text("crashed")
+            raise RuntimeError("planned crash")
+
+    # plain SGD keeps no optimizer state, so a resumed trial retraces the uninterrupted one
     return {"optimizer": "sgd", "optimizer_params": {"learning_rate": config["lr"]},
-            "initializer": rm.init.Xavier()}
+            "initializer": rm.init.Xavier(), "batch_end_callback": crash_once}
 
 
 @pytest.mark.ray
-def test_two_trials_report_and_checkpoint(ray_cluster, tmp_path):
+def test_two_trials_report_checkpoint_and_resume(ray_cluster, tmp_path):
     from ray import cloudpickle
 
     # this file is not importable on Ray's workers: ship its functions by value
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    trainable = rm.tune.fit_trainable(_module, _data, num_epoch=1, fit_kwargs=_fit_kwargs)
+    trainable = rm.tune.fit_trainable(_module, _data, num_epoch=2, fit_kwargs=_fit_kwargs)
     tuner = tune.Tuner(
-        trainable, param_space={"lr": tune.grid_search([0.05, 0.5]), "batch_size": 20,
-                                "workers": 1},
+        trainable, param_space={"lr": 0.3, "batch_size": 20, "workers": 1,
+                                "crash": tune.grid_search([False, True]),
+                                "marker": str(tmp_path / "crashed")},
         tune_config=tune.TuneConfig(metric="val_accuracy", mode="max"),
-        run_config=tune.RunConfig(name="t", storage_path=str(tmp_path), verbose=0))
+        run_config=tune.RunConfig(name="t", storage_path=str(tmp_path), verbose=0,
+                                  failure_config=tune.FailureConfig(max_failures=1)))
     results = tuner.fit()
     assert not results.errors, results.errors
-    assert sorted(r.config["lr"] for r in results) == [0.05, 0.5]
+    assert (tmp_path / "crashed").exists()
+    params = {}
     for result in results:
         m = result.metrics
-        assert m["epoch"] == 1 and m["workers"] == 1 and m["training_iteration"] == 1
+        assert m["epoch"] == 2 and m["workers"] == 1 and m["training_iteration"] == 2
         assert 0 <= m["train_accuracy"] <= 1
+        assert list(result.metrics_dataframe["epoch"]) == [1, 2]
         # the checkpoint holds the parameters the reported validation accuracy came from
         with result.checkpoint.as_directory() as folder:
-            sym, arg, aux = rm.model.load_checkpoint(os.path.join(folder, "model"), 1)
+            sym, arg, aux = rm.model.load_checkpoint(os.path.join(folder, "model"), 2)
         mod = rm.mod.Module(sym)
         _, val = _data(result.config)
         mod.bind(val.provide_data, val.provide_label, for_training=False)
         mod.set_params(arg, aux)
         assert abs(dict(mod.score(val, "acc"))["accuracy"] - m["val_accuracy"]) < 1e-9
-    assert results.get_best_result().metrics["val_accuracy"] == max(
-        r.metrics["val_accuracy"] for r in results)
+        params[result.config["crash"]] = arg
+    # resumed from its epoch-1 checkpoint, the crashed trial ends where the other one does
+    assert sorted(params) == [False, True]
+    for name, value in params[False].items():
+        np.testing.assert_allclose(params[True][name], value, rtol=1e-5, atol=1e-6)
 
 
 def test_trial_resources_cover_the_workers():
