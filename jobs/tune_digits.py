@@ -111,8 +111,11 @@ def main(argv: list[str] | None = None):
         common.fail("tune_digits needs Ray Tune: pip install 'raymod[tune]'")
     need = math.ceil(max(args.workers) * args.cpus_per_worker) or 1
     connected_here = not rm.cluster.is_initialized()
-    info = rm.cluster.init(address=args.address,
-                           num_cpus=None if args.address else max(os.cpu_count() or 1, need))
+    try:
+        info = rm.cluster.init(address=args.address, num_cpus=None if args.address
+                               else max(os.cpu_count() or 1, need))
+    except Exception as err:  # noqa: BLE001 - Ray's start-up errors have no common base
+        common.fail(f"cannot start or join the Ray cluster: {' '.join(str(err).split())}")
     if info["resources"].get("CPU", 0) < need:
         common.fail(f"a {max(args.workers)}-worker trial needs {need} CPUs; the cluster has "
                     f"{info['resources'].get('CPU', 0):g}")
