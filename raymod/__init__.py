@@ -28,3 +28,14 @@ from .cluster import Workers
 from .module.fit_checkpoint import CheckpointConfig
 
 __version__ = "0.1.0"
+
+# Optional parts whose dependencies (onnx, ray[tune]) load only when first used.
+_LAZY = ("onnx", "tune")
+
+
+def __getattr__(attr: str):
+    if attr in _LAZY:
+        import importlib
+
+        return importlib.import_module(f".{attr}", __name__)
+    raise AttributeError(f"module 'raymod' has no attribute {attr!r}")

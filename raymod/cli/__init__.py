@@ -8,6 +8,7 @@
     raymod inspect runs/digits/digits-0012.params   # one epoch
     raymod inspect runs/mlp                         # newest fit(checkpoint=...) step-* folder
     raymod plot runs/digits/metrics.jsonl -o curves.png
+    raymod export runs/digits/digits --onnx digits.onnx --shape 1,1,8,8   # newest epoch
 
 Jobs and benchmarks are the scripts of a ``jobs/`` and a ``bench/`` folder: the current
 directory's first, then those of the raymod checkout this package was installed from. They
@@ -29,6 +30,7 @@ import sys
 
 from .argtypes import nonnegative_int, positive_int
 from .errors import ArgumentParser as _ArgumentParser, CLIError
+from .export_onnx import _cmd_export, input_shape
 from .inspect_checkpoint import _cmd_inspect
 from .plot import _cmd_plot
 from .scripts import _cmd_bench, _cmd_train
@@ -97,6 +99,21 @@ def _build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--title", help="figure title (default: the file name)")
     plot.add_argument("--dpi", type=positive_int, default=100, help="(default %(default)s)")
     plot.set_defaults(func=_cmd_plot)
+
+    export = sub.add_parser(
+        "export", help="export a checkpoint as an ONNX model (needs raymod[onnx])",
+        description="Write the inference graph of checkpoint PREFIX (newest epoch, or EPOCH; "
+                    "or a PREFIX-NNNN.params file) as an ONNX file with rm.onnx.export_model.")
+    export.add_argument("checkpoint", metavar="CHECKPOINT")
+    export.add_argument("epoch", nargs="?", type=nonnegative_int, metavar="EPOCH",
+                        help="which epoch of a PREFIX (default: the newest)")
+    export.add_argument("--onnx", required=True, metavar="FILE", help="the ONNX file to write")
+    export.add_argument("--shape", action="append", type=input_shape, metavar="[NAME=]D1,D2,..",
+                        help="an input's shape, batch first (once per input; NAME may be "
+                             "left out for a one-input network)")
+    export.add_argument("--dynamic", action="store_true",
+                        help="leave the batch dimension symbolic")
+    export.set_defaults(func=_cmd_export)
     return parser
 
 
@@ -125,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:  # --help, --version, or a usage error already printed
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
     if args.command is None:
-        print(f"{_PROG}: error: choose a command: train, bench, inspect or plot "
+        print(f"{_PROG}: error: choose a command: train, bench, inspect, plot or export "
               "(see --help)", file=sys.stderr)
         return 2
     try:

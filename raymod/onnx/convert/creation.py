@@ -1,0 +1,21 @@
+"""Arrays made from nothing or from a shape: _zeros, _ones, zeros_like, ones_like (constants
+of the inferred shape)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import NodeContext, converts
+
+
+def _filled(value: float, like_input: bool):
+    def convert(ctx: NodeContext) -> None:
+        dtype = ctx.in_dtype(0) if like_input else ctx.out_dtype()
+        const = ctx.const("value", np.full(ctx.out_shape(), value, dtype=dtype))
+        ctx.add("Identity", [const], ctx.output())
+    return convert
+
+
+converts("_zeros")(_filled(0.0, False))
+converts("_ones")(_filled(1.0, False))
+converts("zeros_like")(_filled(0.0, True))
+converts("ones_like")(_filled(1.0, True))
