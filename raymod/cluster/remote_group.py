@@ -507,7 +507,7 @@ class RayExecutorGroup:
         steps = [p for win in windows for p in win.steps]
         losses, server_lost = _Losses(), None
         try:
-            st.kv.abort(windows[-1].wid)
+            st.kv.abort(max(win.wid for win in windows))
         except ServerLost as err:
             server_lost = err
         for win in windows:
@@ -524,6 +524,14 @@ class RayExecutorGroup:
                     if rank in self.pool.workers:
                         losses.add(self.pool.lost(rank, err, steps[0].step), rank, 0)
         self.pool.release_leaving()
+        self._complete_after_failure(steps, losses, server_lost)
+
+    def _complete_after_failure(self, steps: list[_Planned], losses: _Losses,
+                                server_lost: Exception | None) -> None:
+        """Complete ``steps`` one at a time after a failure: from the first step some shard
+        has not finished or, after a lost server, from the snapshot on (every step since is
+        replayed; only ``steps`` are reported)."""
+        st = self.state
         for attempt in range(MAX_STEP_ATTEMPTS):
             try:
                 if server_lost is not None:
@@ -536,14 +544,15 @@ class RayExecutorGroup:
                 for p in redo:
                     if p.step >= first:
                         self._rerun(p, losses)
-                break
+                if losses.ranks:
+                    self._recovered(losses, max(first, steps[0].step))
+                    losses = _Losses()
+                self._completed(steps, recovering=True)
+                return
             except ServerLost as err:
                 if attempt == MAX_STEP_ATTEMPTS - 1:
                     raise
                 server_lost = err
-        if losses.ranks:
-            self._recovered(losses, max(first, steps[0].step))
-        self._completed(steps)
 
     def _rerun(self, p: _Planned, losses: _Losses) -> None:
         """Complete step ``p`` on the live workers from the values after the step before:
@@ -576,10 +585,19 @@ class RayExecutorGroup:
         self.pool.logger.warning("kvstore servers %s lost: restored the step-%d snapshot and "
                                  "replay the steps since", replaced, snap_step)
 
-    def _completed(self, steps: list[_Planned]) -> None:
-        """Queue the completed steps' metric states and callbacks, then run the queue."""
+    def _completed(self, steps: list[_Planned], recovering: bool = False) -> None:
+        """Queue the completed steps' metric states and callbacks, then run the queue
+        (a server lost meanwhile takes the failure path first: it held the metrics)."""
         st = self.state
-        metrics = st.kv.take_metrics(steps[-1].step) if st.metric is not None else {}
+        try:
+            metrics = st.kv.take_metrics(steps[-1].step) if st.metric is not None else {}
+        except ServerLost:
+            if recovering:
+                raise
+            # back in front of the windows still in flight, which the lost server fails too
+            st.inflight.insert(0, _Window(0, steps, {}, time.perf_counter()))
+            self._recover_windows()
+            return
         for p in steps:
             st.finished.append((p, metrics.get(p.step, {})))
         st.weights = None if st.inflight else st.kv.weights_after(steps[-1].step)
