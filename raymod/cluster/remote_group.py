@@ -535,10 +535,10 @@ class RayExecutorGroup:
         for attempt in range(MAX_STEP_ATTEMPTS):
             try:
                 if server_lost is not None:
-                    self._restore_servers(server_lost)
-                    first, redo = st.snapshot[0] + 1, [
-                        _Planned(step, tasks, svrg, None) for step, tasks, svrg in st.replay
-                        if step <= steps[-1].step]
+                    redo = [_Planned(step, tasks, svrg, None)
+                            for step, tasks, svrg in st.replay if step <= steps[-1].step]
+                    self._restore_servers(server_lost, len(redo))
+                    first = st.snapshot[0] + 1
                 else:
                     first, redo = st.kv.steps_done() + 1, steps
                 for p in redo:
@@ -569,8 +569,9 @@ class RayExecutorGroup:
         if more is not None:
             losses.merge(more)
 
-    def _restore_servers(self, err: Exception) -> None:
-        """Every shard back to the snapshot (new servers for dead ones)."""
+    def _restore_servers(self, err: Exception, replaying: int) -> None:
+        """Every shard back to the snapshot (new servers for dead ones), before the
+        ``replaying`` steps since are run again."""
         st = self.state
         t0 = time.perf_counter()
         snap_step, refs = st.snapshot
@@ -578,12 +579,12 @@ class RayExecutorGroup:
         st.kv.set_metric(st.metric)
         self.pool.broadcast("set_servers", st.kv.servers, key="servers")
         event = {"event": "kvserver_recovered", "shards": replaced, "snapshot_step": snap_step,
-                 "steps_replayed": len(st.replay), "seconds": time.perf_counter() - t0,
+                 "steps_replayed": replaying, "seconds": time.perf_counter() - t0,
                  "time": time.time(), "error": str(err).splitlines()[0]}
         st.recoveries.append(event)
         self.pool.events.append(event)
         self.pool.logger.warning("kvstore servers %s lost: restored the step-%d snapshot and "
-                                 "replay the steps since", replaced, snap_step)
+                                 "replay the %d steps since", replaced, snap_step, replaying)
 
     def _completed(self, steps: list[_Planned], recovering: bool = False) -> None:
         """Queue the completed steps' metric states and callbacks, then run the queue
