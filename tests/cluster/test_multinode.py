@@ -173,7 +173,9 @@ def test_kvserver_node_removed_mid_fit(nodes, close_modules, kvstore, reference)
     assert_close(reference, got)
     recoveries = mod._exec_group.state.recoveries
     assert [(r["shards"], r["snapshot_step"]) for r in recoveries] == [([0], 19)]
-    assert recoveries[0]["steps_replayed"] == 3
+    # steps 20 to 22 at least; with workers running ahead, up to the end of the windows
+    # in flight when the node went
+    assert recoveries[0]["steps_replayed"] >= 3
     assert server_node(kv.servers[0]) == moved[0].node_id
     assert not [e for e in mod._pool.events if e["event"] == "lost"]
 
