@@ -132,12 +132,12 @@ class PythonModule(BaseModule):
         labels : list of arrays
             Whole-batch labels (this module runs on whole batches).
         pre_sliced : bool, default False
-            Per-device labels are not supported here (raises ValueError).
+            Per-device labels are not supported here (raises RuntimeError, as MXNet).
         """
         if self._label_shapes is None:
             return  # bound without labels: nothing to score against
-        if pre_sliced:
-            raise ValueError(f"{type(self).__name__}.update_metric(pre_sliced=True): a Python "
+        if pre_sliced:  # RuntimeError, as MXNet raises here
+            raise RuntimeError(f"{type(self).__name__}.update_metric(pre_sliced=True): a Python "
                              "module sees whole batches; pass the batch's labels unsliced")
         eval_metric.update(labels, self.get_outputs())
 

@@ -186,7 +186,7 @@ def test_bad_use_gives_clear_errors():
         loss.backward()
     with pytest.raises(ValueError, match="a loss takes no out_grads"):
         loss.backward(out_grads=[np.zeros((4, 3))])
-    with pytest.raises(ValueError, match="pre_sliced=True"):
+    with pytest.raises(RuntimeError, match="pre_sliced=True"):
         loss.update_metric(rm.metric.create("acc"), [[batch.label[0]]], pre_sliced=True)
     with pytest.raises(NotImplementedError, match="install_monitor is not supported"):
         loss.install_monitor(None)
