@@ -70,6 +70,8 @@ def _cpu() -> float:
 
 def _busy(mod) -> tuple[int, float]:
     """(steps, busy seconds summed over workers) of the group's step timings so far."""
+    if mod._exec_group is None:  # before the first bind
+        return 0, 0.0
     t = mod._exec_group.state.timings
     return t.steps, sum(v for k, v in t.phases.items() if k != "wait")
 

@@ -206,12 +206,14 @@ class Worker:
         ``timeout`` seconds, the step it stopped before.
         """
         clock = _Clock()
-        done = []
+        done, finished = [], None  # finished: (step, values) when our push completed it
         for i, (step, tasks, svrg) in enumerate(plan):
             if not tasks:
                 continue
             if i == 0 and weights is not None:
                 self.refresh(weights, in_place=not svrg)
+            elif finished is not None and finished[0] == step - 1:
+                self.refresh((("step", step - 1), finished[1]), in_place=not svrg)
             elif self.version != ("step", step - 1):
                 try:
                     published = self.client.wait_done(step - 1, window, timeout)
@@ -222,7 +224,9 @@ class Worker:
                             "seconds": clock.laps}
                 self.refresh((("step", step - 1), published), in_place=not svrg)
             clock.lap("wait")
-            self._slices(step, tasks, metric, svrg, clock, to_server=True)
+            _, published = self._slices(step, tasks, metric, svrg, clock, to_server=True)
+            if len(published) == len(self.client.servers):  # no need to wait for it
+                finished = (step, [published[s] for s in range(len(published))])
             done.append(step)
         return {"rank": self.rank, "steps": done, "stopped": None, "seconds": clock.laps}
 
