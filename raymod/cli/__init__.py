@@ -8,6 +8,7 @@
     raymod inspect runs/digits/digits-0012.params   # one epoch
     raymod inspect runs/mlp                         # newest fit(checkpoint=...) step-* folder
     raymod plot runs/digits/metrics.jsonl -o curves.png
+    raymod run train.py -e 2                        # an MXNet 1.x script, `import mxnet` -> raymod
 
 Jobs and benchmarks are the scripts of a ``jobs/`` and a ``bench/`` folder: the current
 directory's first, then those of the raymod checkout this package was installed from. They
@@ -97,7 +98,25 @@ def _build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--title", help="figure title (default: the file name)")
     plot.add_argument("--dpi", type=positive_int, default=100, help="(default %(default)s)")
     plot.set_defaults(func=_cmd_plot)
+
+    run = sub.add_parser(
+        "run", help="run an MXNet 1.x script unmodified, `import mxnet` meaning raymod",
+        description="Run SCRIPT in this process as `python SCRIPT ARGS` would, with `import "
+                    "mxnet` resolving to raymod's compatibility layer (raymod.compat.mxnet). "
+                    "The exit status is the script's. See docs/compat.md.")
+    run.add_argument("script", metavar="SCRIPT")
+    run.add_argument("script_args", nargs=argparse.REMAINDER, metavar="...",
+                     help="the script's own arguments")
+    run.set_defaults(func=_cmd_run)
     return parser
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ..compat.runner import main as run_main
+
+    if not os.path.isfile(args.script):
+        raise CLIError(f"script {args.script!r} is not a file", status=2)
+    return run_main([args.script, *args.script_args])
 
 
 def _version() -> str:
@@ -114,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = _build_parser()
     try:
         args, unknown = parser.parse_known_args(argv)
-        if unknown and getattr(args, "command", None) in ("train", "bench"):
-            what = "JOB" if args.command == "train" else "NAME"
+        if unknown and getattr(args, "command", None) in ("train", "bench", "run"):
+            what = {"train": "JOB", "bench": "NAME", "run": "SCRIPT"}[args.command]
             print(f"{_PROG} {args.command}: error: unrecognized arguments before {what}: "
                   f"{' '.join(unknown)}; the script's flags go after its name: "
                   f"{_PROG} {args.command} {what} [flags...]", file=sys.stderr)
@@ -125,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:  # --help, --version, or a usage error already printed
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
     if args.command is None:
-        print(f"{_PROG}: error: choose a command: train, bench, inspect or plot "
+        print(f"{_PROG}: error: choose a command: train, bench, inspect, plot or run "
               "(see --help)", file=sys.stderr)
         return 2
     try:
