@@ -26,18 +26,16 @@ def write_idx(path: str, array: np.ndarray) -> None:
         f.write(array.tobytes())
 
 
-def digits_28(images: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """8x8 digits (0..16) as 28x28 uint8 images: each pixel a 3x3 block (24x24), placed at
-    ``offsets`` (2, 2 centres them)."""
-    big = np.kron(images.reshape(-1, 8, 8), np.ones((3, 3))) * (255.0 / 16.0)
-    out = np.zeros((len(images), 28, 28), np.uint8)
-    for i, (dy, dx) in enumerate(offsets):
-        out[i, dy:dy + 24, dx:dx + 24] = np.rint(big[i]).astype(np.uint8)
-    return out
+def digits_28(images: np.ndarray) -> np.ndarray:
+    """8x8 digits (0..16) as 28x28 uint8 images (0..255): each pixel becomes a block of
+    4 or 3 rows and columns (4+3+4+3+4+3+4+3 = 28)."""
+    sizes = [4, 3] * 4
+    big = np.repeat(np.repeat(images.reshape(-1, 8, 8), sizes, axis=1), sizes, axis=2)
+    return np.rint(big * (255.0 / 16.0)).astype(np.uint8)
 
 
 def write_mnist(folder: str, train_copies: int = 8, test_copies: int = 4,
-                n_train_digits: int = 1500, max_shift: int = 4, seed: int = 0) -> dict:
+                n_train_digits: int = 1500, seed: int = 0) -> dict:
     """Write the four MNIST idx files into ``folder``; the arrays written, by file name."""
     from sklearn.datasets import load_digits
 
@@ -48,9 +46,8 @@ def write_mnist(folder: str, train_copies: int = 8, test_copies: int = 4,
                                 ("t10k", slice(n_train_digits, None), test_copies)):
         images = np.repeat(digits.images[rows], copies, axis=0)
         labels = np.repeat(digits.target[rows], copies).astype(np.uint8)
-        offsets = 2 + rng.integers(-(max_shift // 2), max_shift // 2 + 1, size=(len(images), 2))
         order = rng.permutation(len(images))  # files list the copies interleaved
-        arrays[f"{split}-images-idx3-ubyte"] = digits_28(images, offsets)[order]
+        arrays[f"{split}-images-idx3-ubyte"] = digits_28(images)[order]
         arrays[f"{split}-labels-idx1-ubyte"] = labels[order]
     os.makedirs(folder, exist_ok=True)
     for name, array in arrays.items():
