@@ -15,7 +15,7 @@ import runpy
 import sys
 from typing import Sequence
 
-from .errors import not_supported
+from .errors import Unsupported, not_supported
 
 __all__ = ["install", "uninstall", "installed", "run", "main"]
 
@@ -47,11 +47,11 @@ MODULES = {
     "mxnet.operator": "raymod.operator",
 }
 
-# features left out, for ``import mxnet.X`` of any of their modules
-_UNSUPPORTED = {"gluon": "Gluon (mx.gluon)", "autograd": "autograd (mx.autograd)",
-                "ndarray.sparse": "sparse storage (mx.nd.sparse)",
-                "sparse": "sparse storage", "np": "mx.np", "numpy": "mx.np",
-                "npx": "mx.npx", "numpy_extension": "mx.npx"}
+# features left out: ``import mxnet.X`` of one gives a stand-in whose names raise when used
+_UNSUPPORTED = {"mxnet.gluon": "Gluon (mx.gluon)", "mxnet.autograd": "autograd (mx.autograd)",
+                "mxnet.ndarray.sparse": "sparse storage (mx.nd.sparse)",
+                "mxnet.np": "the NumPy-compatible interface (mx.np)",
+                "mxnet.npx": "the NumPy-compatible interface (mx.npx)"}
 
 
 class _Refuser(importlib.abc.MetaPathFinder):
@@ -60,9 +60,8 @@ class _Refuser(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path=None, target=None):
         if not fullname.startswith("mxnet.") or fullname in MODULES:
             return None
-        rest = fullname[len("mxnet."):]
         for prefix, feature in _UNSUPPORTED.items():
-            if rest == prefix or rest.startswith(prefix + "."):
+            if fullname.startswith(prefix + "."):
                 raise not_supported(f"import {fullname}", feature)
         raise ModuleNotFoundError(
             f"No module named {fullname!r}: raymod's MXNet compatibility layer does not "
@@ -97,12 +96,14 @@ def install() -> None:
         except ModuleNotFoundError as err:
             if err.name != target:
                 raise
+    for name, feature in _UNSUPPORTED.items():
+        sys.modules[name] = Unsupported(name, feature)
     sys.meta_path.insert(0, _REFUSER)
 
 
 def uninstall() -> None:
     """Undo :func:`install` (``import mxnet`` then finds whatever is installed, if anything)."""
-    for name in MODULES:
+    for name in [*MODULES, *_UNSUPPORTED]:
         sys.modules.pop(name, None)
     if installed():
         sys.meta_path.remove(_REFUSER)

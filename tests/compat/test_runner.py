@@ -47,7 +47,7 @@ def test_mxnet_script_trains_as_raymod_does(tmp_path, entry):
     assert report["path0"] == report["here"]  # the script's folder, as `python SCRIPT`
     assert report["version"] == "1.9.1"
     assert report["executor_group"] == "raymod.parallel.executor_group"
-    assert "mxnet.gluon" in report["gluon"] and "not supported" in report["gluon"]
+    assert "mxnet.gluon.nn" in report["gluon"] and "not supported" in report["gluon"]
     saved = rm.nd.load(str(out))
     arg_params, preds = _same_on_raymod()
     for name, value in arg_params.items():

@@ -18,7 +18,7 @@ from typing import Any
 from ...base import MXNetError
 from ...context import Context, cpu, current_context, gpu
 from ...symbol import AttrScope
-from ..errors import NotSupportedError, not_supported
+from ..errors import NotSupportedError, Unsupported, not_supported
 from . import base, ndarray, test_utils
 from . import io, module
 from . import ndarray as nd
@@ -41,7 +41,8 @@ SUBMODULES = {
     "contrib": "raymod.compat.mxnet.contrib",
 }
 
-# whole MXNet features raymod leaves out, by their attribute / module name
+# whole MXNet features raymod leaves out: ``mx.gluon`` is a stand-in module whose names
+# raise NotSupportedError when used (so scripts that only import them still run)
 UNSUPPORTED = {
     "gluon": "Gluon (mx.gluon)", "autograd": "autograd (mx.autograd)",
     "np": "the NumPy-compatible interface (mx.np)", "npx": "the NumPy-compatible interface "
@@ -60,7 +61,8 @@ def __getattr__(name: str) -> Any:
         globals()[name] = target
         return target
     if name in UNSUPPORTED:
-        raise not_supported(f"mx.{name}", UNSUPPORTED[name])
+        globals()[name] = Unsupported(f"mxnet.{name}", UNSUPPORTED[name])
+        return globals()[name]
     raise AttributeError(f"module 'mxnet' (raymod's compatibility layer) has no attribute "
                          f"{name!r}; see docs/compat.md for what is provided")
 

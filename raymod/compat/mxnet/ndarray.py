@@ -18,7 +18,7 @@ import numpy as np
 from ... import ndarray_io
 from ... import random as _random
 from ...context import Context, as_numpy
-from ..errors import not_supported
+from ..errors import Unsupported, not_supported
 from ..ndarray import NDArray, _on, _synchronize, default_ctx, is_array, wrap
 
 __all__ = ["NDArray", "array", "empty", "zeros", "ones", "full", "arange", "zeros_like",
@@ -187,7 +187,7 @@ _ALIASES = {"broadcast_add": "add", "broadcast_plus": "add", "elemwise_add": "ad
 
 def __getattr__(name: str) -> Any:
     if name == "sparse":
-        raise not_supported("mx.nd.sparse", "sparse storage")
+        return Unsupported("mxnet.ndarray.sparse", "sparse storage")
     fn = getattr(np, _ALIASES.get(name, name), None)
     if name.startswith("_") or not callable(fn) or isinstance(fn, type):
         raise not_supported(f"mx.nd.{name}", "this imperative operator")
