@@ -93,6 +93,12 @@ class NDArray(_Surface, np.ndarray):
     ``as_in_context``, ``wait_to_read`` and ``stype``; everything else is numpy's.
     """
 
+    def __getitem__(self, key: Any) -> Any:
+        # indexing down to one element gives a 0-d NDArray, as MXNet gives an NDArray
+        # (so `a[0][2].asscalar()` works), where numpy would give a bare scalar
+        out = super().__getitem__(key)
+        return out if isinstance(out, np.ndarray) else np.asarray(out).view(NDArray)
+
     def __repr__(self) -> str:
         return f"\n{np.asarray(self)!r}\n<NDArray {'x'.join(map(str, self.shape))} @{self.context}>"
 

@@ -43,7 +43,7 @@ MODULES = {
     "mxnet.model": "raymod.model", "mxnet.lr_scheduler": "raymod.lr_scheduler",
     "mxnet.executor": "raymod.executor", "mxnet.executor_manager": "raymod.executor_manager",
     "mxnet.monitor": "raymod.mon", "mxnet.mon": "raymod.mon",
-    "mxnet.random": "raymod.random", "mxnet.context": "raymod.context",
+    "mxnet.random": "raymod.compat.mxnet.random", "mxnet.context": "raymod.context",
     "mxnet.operator": "raymod.operator",
 }
 

@@ -163,17 +163,24 @@ def _dense_only(call: str, kwargs: dict) -> None:
         raise TypeError(f"{call} got unexpected argument(s) {sorted(kwargs)}")
 
 
-def _random_fn(draw: str):
-    def fn(*args, shape: Any = 1, dtype: Any = _REAL, ctx: Context | None = None, **kwargs):
-        values = getattr(_random.generator(), draw)(*args, size=_shape(shape), **kwargs)
+def _random_fn(draw: str, first: str, second: str, defaults: tuple):
+    def fn(a: Any = defaults[0], b: Any = defaults[1], shape: Any = 1, dtype: Any = _REAL,
+           ctx: Context | None = None, **kwargs: Any) -> NDArray:
+        a, b = kwargs.pop(first, a), kwargs.pop(second, b)
+        if kwargs:
+            raise TypeError(f"random.{fn.__name__} got unexpected argument(s) {sorted(kwargs)}")
+        values = getattr(_random.generator(), draw)(a, b, size=_shape(shape))
         return _on(default_ctx(ctx), values.astype(dtype))
-    fn.__name__ = draw
-    fn.__doc__ = f"Samples of numpy's ``Generator.{draw}`` (seeded by ``mx.random.seed``)."
+    fn.__doc__ = (f"Samples of numpy's ``Generator.{draw}({first}, {second})`` (seeded by "
+                  "``mx.random.seed``) as an NDArray of ``shape`` on ``ctx``.")
     return fn
 
 
-random = types.SimpleNamespace(uniform=_random_fn("uniform"), normal=_random_fn("normal"),
-                               randint=_random_fn("integers"))
+random = types.SimpleNamespace(uniform=_random_fn("uniform", "low", "high", (0.0, 1.0)),
+                               normal=_random_fn("normal", "loc", "scale", (0.0, 1.0)),
+                               randint=_random_fn("integers", "low", "high", (0, 2)))
+for _name, _fn in vars(random).items():
+    _fn.__name__ = _name
 
 # MXNet's spellings of numpy's arithmetic
 _ALIASES = {"broadcast_add": "add", "broadcast_plus": "add", "elemwise_add": "add",
@@ -186,6 +193,8 @@ _ALIASES = {"broadcast_add": "add", "broadcast_plus": "add", "elemwise_add": "ad
 
 
 def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
     if name == "sparse":
         return Unsupported("mxnet.ndarray.sparse", "sparse storage")
     fn = getattr(np, _ALIASES.get(name, name), None)

@@ -8,20 +8,18 @@ from __future__ import annotations
 
 import numbers
 import os
+import sys  # noqa: F401 - re-exported by `import *`, as MXNet's tests expect
 from typing import Any, Callable
 
 import numpy as np
 
 from ...context import Context, _entered_stack, as_numpy, current_context, num_gpus
 from ..errors import not_supported
+from .. import mxnet as mx
 from . import ndarray as nd
 
-__all__ = ["default_context", "set_default_context", "default_dtype", "assert_almost_equal",
-           "almost_equal", "assert_allclose", "same", "same_array", "rand_ndarray",
-           "random_arrays", "random_uniform_arrays", "random_sample", "rand_shape_2d",
-           "rand_shape_3d", "rand_shape_nd", "assert_exception", "retry", "simple_forward",
-           "list_gpus", "download", "get_mnist_ubyte", "get_tols", "get_rtol", "get_atol",
-           "environment"]
+# no __all__: MXNet's tests do `from mxnet.test_utils import *` and use what it brings
+# along (np, os, sys, mx, ...), as MXNet's module has none either
 
 # MXNet's default tolerances by element type (floats; integers and bool compare exactly)
 _RTOL = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-5}
@@ -265,3 +263,54 @@ def _set_env(values: dict) -> None:
             os.environ.pop(k, None)
         else:
             os.environ[k] = str(v)
+
+
+def compare_ndarray_tuple(t1: Any, t2: Any, rtol: float | None = None,
+                          atol: float | None = None) -> None:
+    """Assert that two (nested tuples of) arrays are close; None on either side passes."""
+    if t1 is None or t2 is None:
+        return
+    if isinstance(t1, tuple):
+        for a, b in zip(t1, t2):
+            compare_ndarray_tuple(a, b, rtol, atol)
+    else:
+        assert_almost_equal(t1, t2, rtol=rtol, atol=atol)
+
+
+def compare_optimizer(opt1: Any, opt2: Any, shape: Any, dtype: Any, w_stype: str = "default",
+                      g_stype: str = "default", rtol: float = 1e-4, atol: float = 1e-5,
+                      compare_states: bool = True, ntensors: int = 1) -> None:
+    """Assert that one update of ``opt1`` and of ``opt2`` from the same random weight,
+    gradient and fresh state give the same weight (and states). A list of shapes updates
+    ``ntensors`` arrays in one ``opt2`` call against one ``opt1`` call each."""
+    if "default" not in (w_stype, g_stype) or w_stype != g_stype != "default":
+        raise not_supported(f"compare_optimizer(w_stype={w_stype!r}, g_stype={g_stype!r})",
+                            "sparse storage")
+    ctx = default_context()
+
+    def draw(s):
+        return nd.array(np.random.uniform(size=s), ctx=ctx, dtype=dtype)
+    if not isinstance(shape, list):
+        w1, g1 = draw(shape), draw(shape)
+        w2, g2 = w1.copy(), g1.copy()
+        state1 = opt1.create_state_multi_precision(0, w1)
+        state2 = opt2.create_state_multi_precision(0, w2)
+        if compare_states:
+            compare_ndarray_tuple(state1, state2)
+        opt1.update_multi_precision(0, w1, g1, state1)
+        opt2.update_multi_precision(0, w2, g2, state2)
+        if compare_states:
+            compare_ndarray_tuple(state1, state2, rtol=rtol, atol=atol)
+        assert_almost_equal(w1, w2, rtol=rtol, atol=atol)
+        return
+    w1 = [draw(s) for s in shape]
+    g1 = [draw(s) for s in shape]
+    w2, g2 = [w.copy() for w in w1], [g.copy() for g in g1]
+    state2 = [opt2.create_state_multi_precision(0, w2[i]) for i in range(ntensors)]
+    opt2.update_multi_precision(list(range(ntensors)), w2, g2, state2)
+    for i in range(ntensors):
+        state1 = opt1.create_state_multi_precision(i, w1[i])
+        opt1.update_multi_precision(i, w1[i], g1[i], state1)
+        if compare_states:
+            compare_ndarray_tuple(state1, state2[i], rtol, atol)
+        compare_ndarray_tuple(w1[i], w2[i], rtol, atol)
