@@ -68,6 +68,11 @@ class _Surface:
                             f"{type(context).__name__}")
         return self if self.context == context else _on(context, self, copy=True)
 
+    def norm(self) -> Any:
+        """The L2 norm of all elements, as a 0-d array."""
+        xp = np if isinstance(self, np.ndarray) else sys.modules["cupy"]
+        return xp.sqrt(xp.sum(xp.square(self, dtype=np.float64))).astype(self.dtype)
+
     def wait_to_read(self) -> None:
         """Nothing to wait for: numpy computes eagerly (CuPy: synchronise the device)."""
         _synchronize(self)

@@ -50,3 +50,13 @@ for _name in dir(_mod):
         __all__.append(_name)
 Stage, StageError = _mod.Stage, _mod.StageError
 del _name, _cls
+
+if hasattr(_mod, "PythonLossModule"):
+    class PythonLossModule(_NDArrayResults, _mod.PythonLossModule):  # noqa: F811
+        __doc__ = _mod.PythonLossModule.__doc__
+
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            func = self._grad_func
+            if func is not None:  # MXNet hands grad_func NDArrays (it calls .asnumpy())
+                self._grad_func = lambda scores, labels: func(wrap(scores), wrap(labels))

@@ -163,22 +163,38 @@ def _dense_only(call: str, kwargs: dict) -> None:
         raise TypeError(f"{call} got unexpected argument(s) {sorted(kwargs)}")
 
 
-def _random_fn(draw: str, first: str, second: str, defaults: tuple):
-    def fn(a: Any = defaults[0], b: Any = defaults[1], shape: Any = 1, dtype: Any = _REAL,
-           ctx: Context | None = None, **kwargs: Any) -> NDArray:
+def _draw(kind: str, a: Any, b: Any, shape: tuple, dtype: Any, xp: types.ModuleType) -> Any:
+    """Samples drawn as raymod's own code draws them (e.g. SGLD's noise): from the seeded
+    generator of the target device, float32 or float64 as ``dtype`` asks, so that after the
+    same ``mx.random.seed`` the same numbers come out."""
+    gen = _random.device_generator(xp)
+    if kind == "integers":
+        return gen.integers(a, b, size=shape).astype(dtype)
+    draw_dtype = np.float64 if np.dtype(dtype) == np.float64 else np.float32
+    if kind == "normal":
+        values = gen.standard_normal(size=shape, dtype=draw_dtype) * draw_dtype(b) + a
+    else:
+        values = gen.random(size=shape, dtype=draw_dtype) * draw_dtype(b - a) + a
+    return values.astype(dtype)
+
+
+def _random_fn(kind: str, first: str, second: str, defaults: tuple, default_dtype: Any):
+    def fn(a: Any = defaults[0], b: Any = defaults[1], shape: Any = 1,
+           dtype: Any = default_dtype, ctx: Context | None = None, **kwargs: Any) -> NDArray:
         a, b = kwargs.pop(first, a), kwargs.pop(second, b)
         if kwargs:
             raise TypeError(f"random.{fn.__name__} got unexpected argument(s) {sorted(kwargs)}")
-        values = getattr(_random.generator(), draw)(a, b, size=_shape(shape))
-        return _on(default_ctx(ctx), values.astype(dtype))
-    fn.__doc__ = (f"Samples of numpy's ``Generator.{draw}({first}, {second})`` (seeded by "
-                  "``mx.random.seed``) as an NDArray of ``shape`` on ``ctx``.")
+        ctx = default_ctx(ctx)
+        with ctx.scope():
+            return wrap(_draw(kind, a, b, _shape(shape), dtype, ctx.xp))
+    fn.__doc__ = (f"{kind.capitalize()} samples ({first}, {second}) as an NDArray of "
+                  "``shape`` on ``ctx``, from raymod's generator (``mx.random.seed``).")
     return fn
 
 
-random = types.SimpleNamespace(uniform=_random_fn("uniform", "low", "high", (0.0, 1.0)),
-                               normal=_random_fn("normal", "loc", "scale", (0.0, 1.0)),
-                               randint=_random_fn("integers", "low", "high", (0, 2)))
+random = types.SimpleNamespace(uniform=_random_fn("uniform", "low", "high", (0.0, 1.0), _REAL),
+                               normal=_random_fn("normal", "loc", "scale", (0.0, 1.0), _REAL),
+                               randint=_random_fn("integers", "low", "high", (0, 2), np.int32))
 for _name, _fn in vars(random).items():
     _fn.__name__ = _name
 

@@ -15,8 +15,11 @@ import numpy as np
 
 from ...context import Context, _entered_stack, as_numpy, current_context, num_gpus
 from ..errors import not_supported
+from ...context import Context as Context  # noqa: F401,F811 - MXNet's module exports these
+from ...symbol import Symbol  # noqa: F401
 from .. import mxnet as mx
 from . import ndarray as nd
+from .ndarray import array  # noqa: F401 - used by MXNet's tests through `import *`
 
 # no __all__: MXNet's tests do `from mxnet.test_utils import *` and use what it brings
 # along (np, os, sys, mx, ...), as MXNet's module has none either
@@ -283,7 +286,7 @@ def compare_optimizer(opt1: Any, opt2: Any, shape: Any, dtype: Any, w_stype: str
     """Assert that one update of ``opt1`` and of ``opt2`` from the same random weight,
     gradient and fresh state give the same weight (and states). A list of shapes updates
     ``ntensors`` arrays in one ``opt2`` call against one ``opt1`` call each."""
-    if "default" not in (w_stype, g_stype) or w_stype != g_stype != "default":
+    if w_stype != "default" or g_stype != "default":
         raise not_supported(f"compare_optimizer(w_stype={w_stype!r}, g_stype={g_stype!r})",
                             "sparse storage")
     ctx = default_context()
