@@ -11,6 +11,8 @@ provided when it is not installed) and two support files of MXNet's tree,
 ``tests/python/common/models.py`` and ``tests/python/train/test_bucketing.py``; when those
 are missing, stand-ins raise on use, so only the tests that need them fail.
 
+MNIST-sized idx files with synthetic pixels are written where test_MNISTIter looks.
+
 Each test is counted once as passed, failed, or not applicable: MXNet skipped it, or it
 failed on a feature raymod leaves out (the compatibility layer's NotSupportedError names it:
 Gluon, autograd, sparse storage, ...). Prints a table per file and the failures' first lines.
@@ -22,10 +24,13 @@ import collections
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+
+import numpy as np
 
 FILES = ["test_module", "test_kvstore", "test_optimizer", "test_metric", "test_init",
          "test_rnn", "test_executor", "test_io", "test_model_parallel",
@@ -125,9 +130,24 @@ def _classify(case: ET.Element) -> tuple[str, str]:
     return "passed", ""
 
 
+def _write_mnist(folder: str) -> None:
+    """MNIST-sized idx-ubyte files (60000 / 10000 rows of 28x28; synthetic pixels) where
+    MXNet's tests look for them, so that test_MNISTIter runs offline."""
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for prefix, rows in (("train", 60000), ("t10k", 10000)):
+        images = rng.integers(0, 256, size=(rows, 28, 28), dtype=np.uint8)
+        labels = (np.arange(rows) % 10).astype(np.uint8)
+        for kind, array in (("images-idx3", images), ("labels-idx1", labels)):
+            with open(os.path.join(folder, f"{prefix}-{kind}-ubyte"), "wb") as f:
+                f.write(bytes([0, 0, 0x08, array.ndim]))
+                f.write(struct.pack(f">{array.ndim}I", *array.shape) + array.tobytes())
+
+
 def count(tests: str, files: list[str], timeout: int = 300) -> dict:
     """Run ``files`` of MXNet's test folder ``tests``; per file: outcome counts and reasons."""
     work = tempfile.mkdtemp(prefix="mxcompat-")
+    _write_mnist(os.path.join(work, "data"))
     with open(os.path.join(work, "mxcompat_plugin.py"), "w") as f:
         f.write(PLUGIN)
     with open(os.path.join(work, "pytest.ini"), "w") as f:

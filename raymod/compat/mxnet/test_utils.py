@@ -12,6 +12,7 @@ import sys  # noqa: F401 - re-exported by `import *`, as MXNet's tests expect
 from typing import Any, Callable
 
 import numpy as np
+import numpy.random as rnd  # noqa: F401 - MXNet's tests use it through `import *`
 
 from ...context import Context, _entered_stack, as_numpy, current_context, num_gpus
 from ..errors import not_supported
@@ -232,6 +233,11 @@ def get_mnist_ubyte() -> None:
     if missing:
         raise not_supported("mx.test_utils.get_mnist_ubyte()",
                             f"downloading (put {missing} in ./data first)")
+
+
+def get_cifar10() -> None:
+    """CIFAR-10 comes as RecordIO files, which raymod does not read."""
+    raise not_supported("mx.test_utils.get_cifar10()", "RecordIO image data (mx.recordio)")
 
 
 class environment:
