@@ -115,3 +115,11 @@ class MNISTIter(NDArrayIter):
         super().__init__(data, labels.astype(np.float32), batch_size=batch_size, shuffle=False,
                          last_batch_handle="discard", data_name="data",
                          label_name="softmax_label")
+
+    def getdata(self):
+        """The current batch's images: one array, as MXNet's C++ iterators return it."""
+        return super().getdata()[0]
+
+    def getlabel(self):
+        """The current batch's labels: one array, as MXNet's C++ iterators return it."""
+        return super().getlabel()[0]

@@ -47,6 +47,10 @@ def test_shuffle_once_with_seed_and_reset_keeps_order(files):
     first = [b.label[0].copy() for b in it]
     np.testing.assert_array_equal(np.concatenate(first), labels[order].astype(np.float32))
     it.reset()
+    assert it.iter_next()  # getdata/getlabel: one array each, as MXNet's C++ iterators
+    np.testing.assert_array_equal(it.getlabel(), first[0])
+    assert it.getdata().shape == (5, 1, 28, 28)
+    it.reset()
     b = next(it)
     assert b.data[0].shape == (5, 1, 28, 28)
     np.testing.assert_array_equal(b.label[0], first[0])
