@@ -149,6 +149,11 @@ def rand_ndarray(shape: tuple, stype: str = "default", density: Any = None, dtyp
     return nd.array(random_arrays(tuple(shape)), ctx=ctx, dtype=dtype)
 
 
+def rand_sparse_ndarray(shape: tuple, stype: str, *args: Any, **kwargs: Any) -> Any:
+    """Sparse arrays are not supported."""
+    raise not_supported(f"rand_sparse_ndarray(stype={stype!r})", "sparse storage")
+
+
 def rand_shape_2d(dim0: int = 10, dim1: int = 10, allow_zero_size: bool = False) -> tuple:
     """A random 2-D shape with dims in [1, dim] (0 allowed when ``allow_zero_size``)."""
     return rand_shape_nd(2, (dim0, dim1), allow_zero_size)
