@@ -179,7 +179,8 @@ def _print(results: dict) -> None:
         if name.startswith("_"):
             continue
         na = "; ".join(f"{k}: {v}" for k, v in r["reasons"].get("n/a", {}).items())
-        print(f"| {name} | {r['passed']} | {r['failed']} | {r['n/a']} {('(' + na + ')') if na else ''} |")
+        na = f" ({na})" if na else ""
+        print(f"| {name} | {r['passed']} | {r['failed']} | {r['n/a']}{na} |")
         totals.update({k: r[k] for k in ("passed", "failed", "n/a")})
     print(f"| total | {totals['passed']} | {totals['failed']} | {totals['n/a']} |")
     print("\nfailures:")

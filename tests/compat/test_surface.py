@@ -143,8 +143,8 @@ def test_module_and_iterator_results_are_ndarrays_sharing_memory():
     out = mod.get_outputs()[0]
     assert isinstance(out, mx.nd.NDArray)
     assert np.shares_memory(out, rm.mod.Module.get_outputs(mod)[0])  # a view, not a copy
-    np.testing.assert_allclose(out.asnumpy(), np.repeat(x[:4].sum(1, keepdims=True), 2, 1),  # bias: 0
-                               rtol=1e-6)
+    expected = np.repeat(x[:4].sum(1, keepdims=True), 2, 1)  # weights 1, bias 0
+    np.testing.assert_allclose(out.asnumpy(), expected, rtol=1e-6)
     args, _ = mod.get_params()
     assert isinstance(args["fc_weight"], mx.nd.NDArray)
     assert all(isinstance(p, mx.nd.NDArray) for p in mod.predict(it, merge_batches=False)[0])

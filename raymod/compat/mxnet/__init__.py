@@ -36,7 +36,8 @@ SUBMODULES = {
     "lr_scheduler": "raymod.lr_scheduler", "callback": "raymod.callback", "rnn": "raymod.rnn",
     "kv": "raymod.kvstore", "kvstore": "raymod.kvstore", "model": "raymod.model",
     "executor": "raymod.executor", "mon": "raymod.mon", "monitor": "raymod.mon",
-    "random": "raymod.compat.mxnet.random", "context": "raymod.context", "operator": "raymod.operator",
+    "random": "raymod.compat.mxnet.random", "context": "raymod.context",
+    "operator": "raymod.operator",
     "executor_manager": "raymod.executor_manager",
     "contrib": "raymod.compat.mxnet.contrib",
 }
