@@ -9,6 +9,7 @@
     raymod inspect runs/mlp                         # newest fit(checkpoint=...) step-* folder
     raymod plot runs/digits/metrics.jsonl -o curves.png
     raymod export runs/digits/digits --onnx digits.onnx --shape 1,1,8,8   # newest epoch
+    raymod run train.py -e 2                        # an MXNet 1.x script, `import mxnet` -> raymod
 
 Jobs and benchmarks are the scripts of a ``jobs/`` and a ``bench/`` folder: the current
 directory's first, then those of the raymod checkout this package was installed from. They
@@ -114,7 +115,24 @@ def _build_parser() -> argparse.ArgumentParser:
     export.add_argument("--dynamic", action="store_true",
                         help="leave the batch dimension symbolic")
     export.set_defaults(func=_cmd_export)
+    run = sub.add_parser(
+        "run", help="run an MXNet 1.x script unmodified, `import mxnet` meaning raymod",
+        description="Run SCRIPT in this process as `python SCRIPT ARGS` would, with `import "
+                    "mxnet` resolving to raymod's compatibility layer (raymod.compat.mxnet). "
+                    "The exit status is the script's. See docs/compat.md.")
+    run.add_argument("script", metavar="SCRIPT")
+    run.add_argument("script_args", nargs=argparse.REMAINDER, metavar="...",
+                     help="the script's own arguments")
+    run.set_defaults(func=_cmd_run)
     return parser
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ..compat.runner import main as run_main
+
+    if not os.path.isfile(args.script):
+        raise CLIError(f"script {args.script!r} is not a file", status=2)
+    return run_main([args.script, *args.script_args])
 
 
 def _version() -> str:
@@ -131,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = _build_parser()
     try:
         args, unknown = parser.parse_known_args(argv)
-        if unknown and getattr(args, "command", None) in ("train", "bench"):
-            what = "JOB" if args.command == "train" else "NAME"
+        if unknown and getattr(args, "command", None) in ("train", "bench", "run"):
+            what = {"train": "JOB", "bench": "NAME", "run": "SCRIPT"}[args.command]
             print(f"{_PROG} {args.command}: error: unrecognized arguments before {what}: "
                   f"{' '.join(unknown)}; the script's flags go after its name: "
                   f"{_PROG} {args.command} {what} [flags...]", file=sys.stderr)
@@ -142,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:  # --help, --version, or a usage error already printed
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
     if args.command is None:
-        print(f"{_PROG}: error: choose a command: train, bench, inspect, plot or export "
+        print(f"{_PROG}: error: choose a command: train, bench, inspect, plot, export or run "
               "(see --help)", file=sys.stderr)
         return 2
     try:

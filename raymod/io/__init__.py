@@ -5,9 +5,10 @@ and every row-based iterator is a :class:`RowSource` whose rows a worker can rea
 """
 from .arrow_iter import ArrowIter
 from .base import DataBatch, DataDesc, DataIter, RowSource
+from .mnist_iter import MNISTIter
 from .ndarray_iter import NDArrayIter
 from .sampler import RowIter, RowSampler
 from .wrappers import PrefetchingIter, ResizeIter
 
-__all__ = ["DataDesc", "DataBatch", "DataIter", "NDArrayIter", "ResizeIter", "PrefetchingIter",
+__all__ = ["DataDesc", "DataBatch", "DataIter", "NDArrayIter", "MNISTIter", "ResizeIter", "PrefetchingIter",
            "ArrowIter", "RowSource", "RowSampler", "RowIter"]

@@ -108,6 +108,9 @@ class Optimizer:
     default_learning_rate = 0.01
     #: constructor argument -> attribute holding it, where they differ (for :meth:`get_config`)
     _config_attrs: dict[str, str] = {}
+    #: multi-precision state layout: ``(master, state)``, or ``(state, master)`` when True
+    #: (MXNet's SGD and NAG put the master copy last, its other optimizers first)
+    _master_last = False
     #: the registry itself, so that ``name in Optimizer.opt_registry`` works as in MXNet
     opt_registry = _REGISTRY
 
@@ -331,7 +334,8 @@ class Optimizer:
         """Like :meth:`create_state`, adding a float32 master copy of a float16 weight.
 
         With ``multi_precision`` and a float16 weight the state is
-        ``(master_copy, create_state(index, master_copy))``.
+        ``(master_copy, create_state(index, master_copy))``, or the reverse for the
+        optimizers that MXNet lays out so (SGD, NAG: ``_master_last``).
 
         Parameters
         ----------
@@ -348,7 +352,8 @@ class Optimizer:
         if weight.dtype == np.float16:
             if self.multi_precision:
                 master = weight.astype(np.float32)
-                return (master, self.create_state(index, master))
+                inner = self.create_state(index, master)
+                return (inner, master) if self._master_last else (master, inner)
             warnings.warn("updating float16 weights in float16 can lose accuracy or stall "
                           "training; consider multi_precision=True", stacklevel=2)
         return self.create_state(index, weight)
@@ -387,7 +392,7 @@ class Optimizer:
             return
         for idx, w, g, s in self._each(index, weight, grad, state):
             if w.dtype == np.float16:
-                master, inner = s
+                inner, master = s if self._master_last else s[::-1]
                 self.update(idx, master, g.astype(np.float32), inner)
                 w[...] = master
             else:

@@ -38,6 +38,8 @@ class SGD(Optimizer):
         Passed to :class:`Optimizer` (``learning_rate`` defaults to 0.01).
     """
 
+    _master_last = True  # MXNet's multi-precision state: (momentum, master copy)
+
     def __init__(self, momentum: float = 0.0, lazy_update: bool = True, **kwargs: Any):
         super().__init__(**kwargs)
         self.momentum = momentum
@@ -102,6 +104,8 @@ class NAG(Optimizer):
     **kwargs
         Passed to :class:`Optimizer` (``learning_rate`` defaults to 0.01).
     """
+
+    _master_last = True  # MXNet's multi-precision state: (momentum, master copy)
 
     def __init__(self, momentum: float = 0.0, **kwargs: Any):
         super().__init__(**kwargs)

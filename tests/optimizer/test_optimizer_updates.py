@@ -246,7 +246,7 @@ def test_sgd_multi_precision_keeps_float32_master(momentum):
     w, grads = _data(np.float16, seed=5)
     weight = w.copy()
     state = o.create_state_multi_precision(0, weight)
-    master, inner = state
+    inner, master = state  # MXNet's SGD layout: (momentum, master copy)
     assert master.dtype == np.float32
     ref_w = w.astype(np.float32)
     ref_s = None if momentum == 0 else np.zeros_like(ref_w)

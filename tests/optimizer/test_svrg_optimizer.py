@@ -85,7 +85,7 @@ def test_multi_precision_float16_weights():
     updater([0, 1], [np.full(2, 3, np.float16)] * 2, weights)
     np.testing.assert_array_equal(weights[0], [-3, -3])
     np.testing.assert_array_equal(weights[1], [3, 3])
-    assert updater.states[0][0].dtype == np.float32  # the master copy
+    assert updater.states[0][1].dtype == np.float32  # SGD's master copy (MXNet: last)
 
 
 def test_constructor_errors_and_no_registration():
