@@ -123,7 +123,8 @@ def test_predict_equals_onnxruntime_on_a_batch(tmp_path):
     rm.onnx.export_model(sym, {**{f"arg:{k}": v for k, v in arg.items()}}, [(3, 1, 28, 28)],
                          onnx_file_path=path, dynamic=True)
     mod = rm.mod.Module(sym, data_names=["data"], label_names=["softmax_label"])
-    mod.bind(data_shapes=[("data", (3, 1, 28, 28))], for_training=False)
+    mod.bind(data_shapes=[("data", (3, 1, 28, 28))],
+             label_shapes=[("softmax_label", (3,))], for_training=False)
     mod.set_params(arg, aux)
     ours = np.asarray(mod.predict(rm.io.NDArrayIter(x, batch_size=3)))
     _assert_close([ours], _onnx_outputs(path, {"data": x}), "lenet predict, batch 6")
