@@ -18,8 +18,6 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..base import MXNetError
 from .worker import Worker
 from .workers import Workers
@@ -336,11 +334,11 @@ class WorkerPool:
         return out
 
     def source(self, src: Any) -> tuple[int, list]:
-        """``(id, [ref])`` of a row source's arrays, put in the object store once."""
+        """``(id, [ref])`` of a row source's reader (:meth:`RowSource.reader`), put in the
+        object store once; workers read the rows through it."""
         entry = self._sources.get(src)
         if entry is None:
-            data, label = src.take(np.arange(src.num_rows))
             self._source_ids += 1
-            entry = (self._source_ids, [self._ray.put((list(data), list(label)))])
+            entry = (self._source_ids, [self._ray.put(src.reader())])
             self._sources[src] = entry
         return entry

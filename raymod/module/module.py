@@ -800,9 +800,13 @@ class Module(BaseModule):
             super()._fit_batch(data_batch, eval_metric)
             return
         self._require(Stage.OPTIMIZER_READY, "fit")
-        data = list(data_batch.data)
-        if tuple(tuple(a.shape) for a in data) != tuple(d.shape for d in self._data_shapes):
-            self.reshape(*self._shapes_of(data_batch, data))
+        if getattr(data_batch, "source", None) is not None and data_batch.provide_data:
+            # rows the workers read themselves: shapes known without reading them here
+            shapes = tuple(tuple(d.shape) for d in data_batch.provide_data)
+        else:
+            shapes = tuple(tuple(a.shape) for a in data_batch.data)
+        if shapes != tuple(d.shape for d in self._data_shapes):
+            self.reshape(*self._shapes_of(data_batch, list(data_batch.data)))
         self._params_dirty = True
         self._exec_group.train_step(data_batch, eval_metric, **self._remote_step_options())
 
