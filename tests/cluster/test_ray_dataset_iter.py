@@ -130,7 +130,7 @@ def test_two_workers_read_blocks_and_survive_a_kill(tmp_path, ordered, close_mod
 
 
 def test_driver_memory_stays_below_the_dataset(tmp_path, close_modules):
-    n, dim, batch = 8000, 512, 200  # 16 MB of features, 400 kB per step
+    n, dim, batch = 4000, 1024, 400  # 16 MB of features, 1.6 MB per step
     _, _, ds = dataset(tmp_path, n, dim)
     it = rm.io.RayDatasetIter(ds, "features", "label", batch_size=batch)
     mod = rm.mod.Module(mlp(), workers=2)
