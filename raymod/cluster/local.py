@@ -38,13 +38,18 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
         Resources of the local cluster (default: what the machine has). Ignored when
         joining.
     **ray_kwargs
-        Passed to ``ray.init``.
+        Passed to ``ray.init``. A local cluster runs Ray's dashboard on 127.0.0.1 (port
+        8265 unless ``dashboard_port`` says otherwise), which serves the dashboard, the
+        State API (``ray list actors``) and the metrics view; ``include_dashboard=False``
+        leaves it out (about 0.5 s and 150 MB less).
 
     Returns
     -------
     dict
-        ``address`` (the GCS address), ``resources`` (the cluster's total resources) and
-        ``local`` (whether this call's cluster is the loopback one).
+        ``address`` (the GCS address), ``resources`` (the cluster's total resources),
+        ``local`` (whether this call's cluster is the loopback one), ``dashboard_url``
+        (None without a dashboard) and ``metrics_export_port`` (where this node serves
+        Prometheus metrics, raymod's ``raymod_*`` figures included).
 
     Examples
     --------
@@ -65,15 +70,39 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
         kwargs.update(ray_kwargs)
         _started_here["local"] = local
         if local:
-            kwargs.setdefault("include_dashboard", False)
-            ray.init(num_cpus=num_cpus, num_gpus=num_gpus, _node_ip_address=_LOOPBACK,
-                     **kwargs)
+            # the dashboard (and the State API behind `ray list actors`) on loopback only
+            kwargs.setdefault("include_dashboard", True)
+            kwargs.setdefault("dashboard_host", _LOOPBACK)
+            # address="local": always a new cluster, never one some `ray start` left running
+            ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus,
+                     _node_ip_address=_LOOPBACK, **kwargs)
         else:
             ray.init(address=address, **kwargs)
         _LOG.info("Ray %s cluster at %s", "local" if local else "joined",
                   ray.get_runtime_context().gcs_address)
     return {"address": ray.get_runtime_context().gcs_address,
-            "resources": ray.cluster_resources(), "local": local}
+            "resources": ray.cluster_resources(), "local": local,
+            "dashboard_url": _dashboard_url(), "metrics_export_port": _metrics_port()}
+
+
+def _dashboard_url() -> str | None:
+    """``http://host:port`` of the connected cluster's dashboard, or None without one."""
+    from ray._private.worker import global_worker
+    url = getattr(getattr(global_worker, "node", None), "webui_url", None) or \
+        getattr(global_worker, "_webui_url", None)  # noqa: SLF001
+    if not url:
+        return None
+    return url if "://" in url else f"http://{url}"
+
+
+def _metrics_port() -> int | None:
+    """This node's Prometheus metrics export port (None if Ray does not say)."""
+    import ray
+    node_id = ray.get_runtime_context().get_node_id()
+    for node in ray.nodes():
+        if node.get("NodeID") == node_id:
+            return node.get("MetricsExportPort")
+    return None
 
 
 def _joins_loopback(address: str) -> bool:

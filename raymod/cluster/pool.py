@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base import MXNetError
+from . import naming
 from .worker import Worker
 from .workers import Workers
 
@@ -109,7 +110,8 @@ class WorkerPool:
     def _spawn(self) -> None:
         rank = self._next_rank
         self._next_rank += 1
-        handle = self._actor.options(**self.spec.actor_options()).remote(
+        handle = self._actor.options(**self.spec.actor_options(),
+                                     **naming.worker_options(self, rank)).remote(
             rank, self.spec.gpus_per_worker)
         self._starting[handle.ready.remote()] = (rank, handle)
 

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..base import MXNetError
+from ..cluster import naming
 from ..context import as_numpy
 from ..optimizer import Optimizer, Updater
 from .base import KVStoreBase, register
@@ -75,8 +76,8 @@ class DistKVStore(KVStoreBase):
         self.layout = ShardLayout(num_servers)
         self._server_cls = ray.remote(num_cpus=0, max_restarts=0)(KVServer)
         self.shared_memory = bool(shared_memory)
-        self.servers = [self._server_cls.remote(s, self.mode, self.shared_memory)
-                        for s in range(num_servers)]
+        self.servers = [self._server_cls.options(**naming.server_options(self, s)).remote(
+                            s, self.mode, self.shared_memory) for s in range(num_servers)]
         self._ray = ray
         self._key_kind: type | None = None
         self._optimizer: Optimizer | None = None
@@ -345,7 +346,8 @@ class DistKVStore(KVStoreBase):
         """
         dead = self.dead_shards()
         for shard in dead:
-            server = self._server_cls.remote(shard, self.mode, self.shared_memory)
+            server = self._server_cls.options(**naming.server_options(self, shard)).remote(
+                shard, self.mode, self.shared_memory)
             state = snapshot[shard]
             self._ray.get(server.add.remote(self.layout.shards[shard],
                                             self._ray.get(state)["buffers"]))
