@@ -24,7 +24,10 @@ def rng():
 
 @pytest.fixture(scope="session")
 def ray_cluster():
-    """One loopback-only local Ray cluster for the whole test session (raymod's helper)."""
+    """One loopback-only local Ray cluster for the whole test session (raymod's helper).
+
+    It keeps Ray's dashboard (init's default; about 1 GB of resident memory): the State API
+    behind tests/cluster/test_visible_cluster.py needs it."""
     info = rm.cluster.init(num_cpus=8)
     yield info
     rm.cluster.shutdown()
