@@ -231,8 +231,11 @@ class RayDatasetIter(RowIter):
                              f"{', '.join(names)}")
         self._data_names = _input_names(self.data_columns, data_name)
         self._label_names = _input_names(self.label_columns, label_name)
-        #: the materialized dataset (its blocks stay alive while the iterator does)
-        self.dataset = dataset.select_columns(columns).materialize()
+        if sorted(names) != sorted(columns):  # only what batches need goes to the store
+            dataset = dataset.select_columns(columns)
+        #: the materialized dataset (its blocks stay alive while the iterator does); a
+        #: dataset already materialized with just these columns is used as it is
+        self.dataset = dataset.materialize()
         schema = self.dataset.schema().base_schema
         if not isinstance(schema, pa.Schema):
             raise TypeError(f"RayDatasetIter needs Arrow blocks; the dataset's schema is "

@@ -18,17 +18,6 @@ pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
 BATCH = 40
 
 
-@pytest.fixture
-def ordered():
-    """Ray Data keeps the files' row order (so row i is the i-th row written)."""
-    import ray.data
-    options = ray.data.DataContext.get_current().execution_options
-    before = options.preserve_order
-    options.preserve_order = True
-    yield
-    options.preserve_order = before
-
-
 def write_parquet(folder, x, y, files=4):
     """``x`` as a fixed-size-list column, ``y`` as a scalar one, split over ``files`` files."""
     folder.mkdir()
@@ -39,23 +28,40 @@ def write_parquet(folder, x, y, files=4):
     return str(folder)
 
 
-def dataset(tmp_path, n, dim, seed=0):
+def dataset(folder, n, dim, seed=0, blocks=4):
+    """Rows ``x, y`` written as Parquet and read back with Ray Data, in the files' order
+    (in ``blocks`` blocks; None: as Ray reads them)."""
+    import ray.data
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, dim)).astype(np.float32)
     y = x[:, :10].argmax(axis=1).astype(np.float32)
-    # Ray merges small files into one block; split it again to read across blocks
-    return x, y, ray.data.read_parquet(write_parquet(tmp_path / "train", x, y)).repartition(4)
+    options = ray.data.DataContext.get_current().execution_options
+    before, options.preserve_order = options.preserve_order, True
+    try:
+        # Ray merges small files into one block; split it again to read across blocks
+        ds = ray.data.read_parquet(write_parquet(folder, x, y))
+        ds = (ds if blocks is None else ds.repartition(blocks)).materialize()
+    finally:
+        options.preserve_order = before
+    return x, y, ds
 
 
-def test_in_process_batches_match_ndarrayiter(tmp_path, ordered):
-    x, y, ds = dataset(tmp_path, 250, 16)
-    it = rm.io.RayDatasetIter(ds, "features", "label", batch_size=BATCH, shuffle=True, seed=3)
-    ref = rm.io.NDArrayIter(x, y, batch_size=BATCH, shuffle=True, seed=3)
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory, ray_cluster):
+    """1600 rows of 16 features (40 batches of 40), materialized once for the module."""
+    return dataset(tmp_path_factory.mktemp("parquet") / "train", 1600, 16)
+
+
+def test_in_process_batches_match_ndarrayiter(rows):
+    x, y, ds = rows
+    batch = 150  # a last batch padded from the start of the epoch's order
+    it = rm.io.RayDatasetIter(ds, "features", "label", batch_size=batch, shuffle=True, seed=3)
+    ref = rm.io.NDArrayIter(x, y, batch_size=batch, shuffle=True, seed=3)
     assert it.provide_data == ref.provide_data and it.provide_label == ref.provide_label
-    assert it.num_rows == 250 and len(it.reader().refs) > 1  # several blocks
+    assert it.num_rows == 1600 and len(it.reader().refs) == 4  # several blocks
     for _ in range(2):
         got, want = list(it), list(ref)
-        assert len(got) == len(want) == 7 and got[-1].pad == want[-1].pad == 30
+        assert len(got) == len(want) == 11 and got[-1].pad == want[-1].pad == 50
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a.data[0], b.data[0])
             np.testing.assert_array_equal(a.label[0], b.label[0])
@@ -98,8 +104,8 @@ def assert_close(a, b, tol=1e-5):
         assert err < tol, f"{name}: max relative difference {err:.2e}"
 
 
-def test_two_workers_read_blocks_and_survive_a_kill(tmp_path, ordered, close_modules):
-    x, y, ds = dataset(tmp_path, 1600, 16)  # 40 steps per epoch
+def test_two_workers_read_blocks_and_survive_a_kill(rows, close_modules):
+    x, y, ds = rows  # 40 steps per epoch
     _, reference = fit(rm.io.NDArrayIter(x, y, batch_size=BATCH, shuffle=True, seed=2), None,
                        close_modules)
     it = rm.io.RayDatasetIter(ds, "features", "label", batch_size=BATCH, shuffle=True, seed=2)
@@ -131,7 +137,7 @@ def test_two_workers_read_blocks_and_survive_a_kill(tmp_path, ordered, close_mod
 
 def test_driver_memory_stays_below_the_dataset(tmp_path, close_modules):
     n, dim, batch = 4000, 1024, 400  # 16 MB of features, 1.6 MB per step
-    _, _, ds = dataset(tmp_path, n, dim)
+    _, _, ds = dataset(tmp_path / "train", n, dim, blocks=None)
     it = rm.io.RayDatasetIter(ds, "features", "label", batch_size=batch)
     mod = rm.mod.Module(mlp(), workers=2)
     close_modules(mod)
