@@ -728,12 +728,13 @@ class Module(BaseModule):
         if isinstance(data_batch, list):
             raise NotImplementedError("forward with a list of per-device batches is not "
                                       "supported; pass one DataBatch")
-        data = list(data_batch.data)
-        if len(data) != len(self._data_shapes):
-            raise ValueError(f"the batch has {len(data)} data arrays, the module was bound with "
-                             f"{len(self._data_shapes)} ({[d.name for d in self._data_shapes]})")
-        if tuple(tuple(a.shape) for a in data) != tuple(d.shape for d in self._data_shapes):
-            self.reshape(*self._shapes_of(data_batch, data))
+        shapes = _input_shapes(data_batch)
+        if len(shapes) != len(self._data_shapes):
+            raise ValueError(f"the batch has {len(shapes)} data arrays, the module was bound "
+                             f"with {len(self._data_shapes)} "
+                             f"({[d.name for d in self._data_shapes]})")
+        if shapes != tuple(d.shape for d in self._data_shapes):
+            self.reshape(*self._shapes_of(data_batch, list(data_batch.data)))
         self._exec_group.forward(data_batch, is_train)
 
     def _shapes_of(self, data_batch: Any, data: list) -> tuple[list, list | None]:
@@ -800,12 +801,7 @@ class Module(BaseModule):
             super()._fit_batch(data_batch, eval_metric)
             return
         self._require(Stage.OPTIMIZER_READY, "fit")
-        if getattr(data_batch, "source", None) is not None and data_batch.provide_data:
-            # rows the workers read themselves: shapes known without reading them here
-            shapes = tuple(tuple(d.shape) for d in data_batch.provide_data)
-        else:
-            shapes = tuple(tuple(a.shape) for a in data_batch.data)
-        if shapes != tuple(d.shape for d in self._data_shapes):
+        if _input_shapes(data_batch) != tuple(d.shape for d in self._data_shapes):
             self.reshape(*self._shapes_of(data_batch, list(data_batch.data)))
         self._params_dirty = True
         self._exec_group.train_step(data_batch, eval_metric, **self._remote_step_options())
@@ -903,3 +899,11 @@ class Module(BaseModule):
         if sparse_row_id_fn is not None:
             warnings.warn(UserWarning("sparse_row_id_fn is ignored: raymod parameters are "
                                       "dense, nothing is pulled row by row"))
+
+
+def _input_shapes(data_batch: Any) -> tuple:
+    """Shapes of a batch's data arrays; for rows of a row source (``batch.source``), from its
+    descriptors, so that rows Ray workers read themselves are not read here."""
+    if getattr(data_batch, "source", None) is not None and data_batch.provide_data:
+        return tuple(tuple(d.shape) for d in data_batch.provide_data)
+    return tuple(tuple(a.shape) for a in data_batch.data)
