@@ -137,7 +137,7 @@ def test_two_workers_read_blocks_and_survive_a_kill(rows, close_modules):
 
 def test_driver_memory_stays_below_the_dataset(tmp_path, close_modules):
     n, dim, batch = 4000, 1024, 400  # 16 MB of features, 1.6 MB per step
-    _, _, ds = dataset(tmp_path / "train", n, dim, blocks=None)
+    _, _, ds = dataset(tmp_path / "train", n, dim)  # 4 blocks
     it = rm.io.RayDatasetIter(ds, "features", "label", batch_size=batch)
     mod = rm.mod.Module(mlp(), workers=2)
     close_modules(mod)
@@ -153,7 +153,8 @@ def test_driver_memory_stays_below_the_dataset(tmp_path, close_modules):
     size = n * dim * 4
     assert peak < size / 8, f"driver peak {peak / 1e6:.1f} MB for a {size / 1e6:.0f} MB dataset"
     assert it.blocks_fetched == 0
-    # the default reader (every row through the driver) would have held the whole dataset
+    # the default reader (every row through the driver, gathered over the blocks) would
+    # have held the whole dataset: what this check would have seen
     tracemalloc.start()
     try:
         rm.io.base.RowSource.reader(it)
