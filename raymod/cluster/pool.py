@@ -104,7 +104,11 @@ class WorkerPool:
             request_resources(bundles=[{k: v for k, v in want.items() if v}] * self.target)
         for _ in range(spec.max_workers):
             self._spawn()
-        self.wait_for(spec.min_workers, spec.start_timeout)
+        try:
+            self.wait_for(spec.min_workers, spec.start_timeout)
+        except WorkersUnavailable:
+            self.shutdown()  # no caller will hold this pool: free what it asked Ray for
+            raise
 
     # ---- membership ---------------------------------------------------------------------------
     def _spawn(self) -> None:
