@@ -111,6 +111,9 @@ def add_output_args(parser: argparse.ArgumentParser, name: str) -> None:
     group.add_argument("--resume", action="store_true",
                        help="continue from the newest checkpoint under --checkpoint-dir "
                             "(starts afresh if there is none)")
+    group.add_argument("--tensorboard", default=None, metavar="DIR",
+                       help="also write TensorBoard scalars (training and validation metrics, "
+                            "worker membership) under DIR; needs raymod[tensorboard]")
 
 
 def fit_checkpointing(args: argparse.Namespace, run: str | None = None) -> dict:
@@ -270,11 +273,15 @@ class EpochMetrics:
         Overwrite the file, or append to it (several runs in one file).
     fields : dict, optional
         Constant fields added to every line (e.g. ``{"method": "sgd"}``).
+    tensorboard : str, optional
+        Also write the metrics as TensorBoard scalars in this folder
+        (``rm.callback.TensorBoard``: the ``--tensorboard DIR`` flag).
     """
 
     def __init__(self, path: str, batch_size: int, has_validation: bool = True,
-                 mode: str = "w", fields: dict | None = None):
+                 mode: str = "w", fields: dict | None = None, tensorboard: str | None = None):
         self.log = rm.callback.MetricsLogger(path, mode=mode)
+        self.tensorboard = None if tensorboard is None else rm.callback.TensorBoard(tensorboard)
         self.batch_size = batch_size
         self.has_validation = has_validation
         self.fields = dict(fields or {})
@@ -297,6 +304,8 @@ class EpochMetrics:
         """Batch-end callback: counts batches and keeps the training metric."""
         self._batches = param.nbatch + 1  # a padded last batch counts whole
         self._metric = param.eval_metric
+        if self.tensorboard is not None:
+            self.tensorboard(param)
 
     def epoch_end(self, epoch: int, *_: Any) -> None:
         """Epoch-end callback: closes the epoch's training time."""
@@ -307,6 +316,8 @@ class EpochMetrics:
         record.update(time_cost=elapsed,
                       samples_per_sec=self._batches * self.batch_size / max(elapsed, 1e-9))
         self._pending = {"epoch": epoch, **record}
+        if self.tensorboard is not None:
+            self.tensorboard.epoch_end(epoch)
         if not self.has_validation:
             self._flush()
 
@@ -314,6 +325,8 @@ class EpochMetrics:
         """Eval-end callback: adds the validation metric and writes the epoch's line."""
         if self._pending is None:
             return
+        if self.tensorboard is not None:
+            self.tensorboard.eval_end(param)
         if param.eval_metric is not None:
             self._pending.update({f"val_{n}": v for n, v in param.eval_metric.get_name_value()})
         self._flush()
@@ -334,8 +347,10 @@ class EpochMetrics:
         self._tic = time.time()
 
     def close(self) -> None:
-        """Close the file."""
+        """Close the file (and the TensorBoard event file)."""
         self.log.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
 
 
 class _TimedIter:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -184,7 +185,9 @@ def train(method: str, args: argparse.Namespace, x: np.ndarray, y: np.ndarray,
                             context=common.contexts_from_args(args), workers=args.workers)
     metrics = common.EpochMetrics(args.metrics, args.batch_size, has_validation=False,
                                   mode="w" if method == "sgd" and not args.resume else "a",
-                                  fields={"method": method, "dataset": args.dataset})
+                                  fields={"method": method, "dataset": args.dataset},
+                                  tensorboard=args.tensorboard and os.path.join(args.tensorboard,
+                                                                                method))
 
     def note_loss(_epoch, _symbol, arg_params, _aux_params):
         w = loss.weights(arg_params)

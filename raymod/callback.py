@@ -375,3 +375,95 @@ class MetricsLogger:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class TensorBoard:
+    """Writes training and validation metrics and membership events as TensorBoard scalars.
+
+    Needs ``tensorboardX`` (``pip install raymod[tensorboard]``). One object serves as:
+
+    - ``batch_end_callback``: every ``frequent`` batches, the training metric so far in the
+      epoch as ``train_batch/<name>`` at the global batch count; for a module on Ray workers
+      also the pool's new membership events (``membership/workers``: live workers after
+      each event, ``membership/<kind>``: how many joins, losses, leaves, recoveries so far);
+    - ``epoch_end_callback``: the epoch's training metric as ``train/<name>`` at step =
+      epoch (what ``Epoch[e] Train-<name>`` logs);
+    - ``eval_end_callback``: the validation metric as ``val/<name>`` at step = epoch
+      (what ``Epoch[e] Validation-<name>`` logs).
+
+    Parameters
+    ----------
+    logdir : str or os.PathLike
+        Folder of the event file (created if needed); point ``tensorboard --logdir`` at it
+        or at a parent.
+    frequent : int, default 1
+        Write batch scalars every ``frequent`` batches.
+    """
+
+    def __init__(self, logdir: str | os.PathLike, frequent: int = 1):
+        try:
+            from tensorboardX import SummaryWriter
+        except ImportError as err:
+            raise ImportError("rm.callback.TensorBoard needs tensorboardX: "
+                              "pip install 'raymod[tensorboard]'") from err
+        self.logdir = os.fspath(logdir)
+        self.frequent = _period(frequent)
+        self.writer = SummaryWriter(self.logdir)
+        self._step = 0                      # training batches seen
+        self._train_metric = None
+        self._events_seen: dict[int, int] = {}
+        self._kinds: dict[str, int] = {}
+
+    def __call__(self, *args: Any) -> None:
+        if not _is_batch_param(args):  # epoch-end callback: (epoch, symbol, args, aux)
+            self.epoch_end(args[0])
+            return
+        param = args[0]
+        if "score_end_callback" in (param.locals or {}):  # the end of Module.score
+            self.eval_end(param)
+            return
+        self._step += 1
+        self._train_metric = param.eval_metric
+        self._write_membership(param)
+        if param.nbatch % self.frequent == 0 and param.eval_metric is not None:
+            for name, value in param.eval_metric.get_name_value():
+                self.writer.add_scalar(f"train_batch/{name}", value, self._step)
+
+    def epoch_end(self, epoch: int) -> None:
+        """Write the training metric of epoch ``epoch`` (as seen by the last batch)."""
+        if self._train_metric is not None:
+            for name, value in self._train_metric.get_global_name_value():
+                self.writer.add_scalar(f"train/{name}", value, int(epoch))
+        self.writer.flush()
+
+    def eval_end(self, param: Any) -> None:
+        """Write the validation metric of ``param.epoch``."""
+        if param.eval_metric is not None:
+            for name, value in param.eval_metric.get_name_value():
+                self.writer.add_scalar(f"val/{name}", value, int(param.epoch))
+        self.writer.flush()
+
+    def _write_membership(self, param: Any) -> None:
+        module = (getattr(param, "locals", None) or {}).get("self")
+        module = getattr(module, "_curr_module", module)
+        pool = getattr(module, "_pool", None)
+        if pool is None:
+            return
+        seen = self._events_seen.get(id(pool), 0)
+        for event in pool.events[seen:]:
+            kind = event["event"]
+            self._kinds[kind] = self._kinds.get(kind, 0) + 1
+            self.writer.add_scalar(f"membership/{kind}", self._kinds[kind], self._step)
+            if "workers" in event:
+                self.writer.add_scalar("membership/workers", event["workers"], self._step)
+        self._events_seen[id(pool)] = len(pool.events)
+
+    def close(self) -> None:
+        """Flush and close the event file."""
+        self.writer.close()
+
+    def __enter__(self) -> "TensorBoard":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

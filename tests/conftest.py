@@ -26,7 +26,9 @@ def rng():
 def ray_cluster():
     """One loopback-only local Ray cluster for the whole test session (raymod's helper).
 
-    Multi-node: tests add and remove raylets on it (``rm.cluster.local_cluster()``)."""
+    Multi-node: tests add and remove raylets on it (``rm.cluster.local_cluster()``). It keeps
+    Ray's dashboard (init's default; about 1 GB of resident memory): the State API behind
+    tests/cluster/test_visible_cluster.py needs it."""
     info = rm.cluster.init(num_cpus=8, multi_node=True)
     yield info
     rm.cluster.shutdown()

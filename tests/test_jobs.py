@@ -45,13 +45,21 @@ def test_train_digits_on_two_workers_writes_checkpoint_and_metrics(tmp_path):
 def test_train_digits_in_process_with_min_accuracy_gate(tmp_path):
     pytest.importorskip("sklearn")
     result = run_job("--epochs", 1, "--workers", 0, "--batch-size", 128, "--min-accuracy", 0.99,
-                     "--checkpoint", tmp_path / "d", "--metrics", tmp_path / "m.jsonl")
+                     "--checkpoint", tmp_path / "d", "--metrics", tmp_path / "m.jsonl",
+                     "--tensorboard", tmp_path / "tb")
     assert result.returncode == 1, result.stderr[-3000:]  # one epoch is far from 99%
     assert "below --min-accuracy" in result.stderr.splitlines()[-1]
     assert "Traceback" not in result.stderr
     assert (tmp_path / "d-0001.params").exists()
     [record] = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
     assert record["epoch"] == 0 and "val_accuracy" in record
+    # --tensorboard: the same epoch figures as scalars, read with TensorBoard's reader
+    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    reader = accumulator.EventAccumulator(str(tmp_path / "tb"))
+    reader.Reload()
+    for tag, key in (("train/accuracy", "train_accuracy"), ("val/accuracy", "val_accuracy")):
+        [event] = reader.Scalars(tag)
+        assert event.step == 0 and event.value == pytest.approx(record[key], abs=1e-6)
 
 
 def test_common_parse_workers():

@@ -3,9 +3,10 @@
 ``rm.cluster.init()`` starts a loopback-only local cluster (or joins one with
 ``address='auto'``); with ``multi_node=True`` it is a :class:`LocalCluster` whose loopback
 nodes come and go (``rm.cluster.local_cluster()``). ``rm.Workers`` says how many worker
-actors a module runs on.
+actors a module runs on; :mod:`.naming` names the actors, :mod:`.metrics` exports a fit's
+figures as Ray metrics.
 """
-from . import pool
+from . import metrics, naming, pool
 from .local import LocalCluster, init, is_initialized, local_cluster, shutdown
 from .workers import Workers
 

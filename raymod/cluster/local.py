@@ -48,13 +48,18 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
         Start the local cluster as a :class:`LocalCluster` (its head has these resources),
         so that raylets can be added and removed later (see :func:`local_cluster`).
     **ray_kwargs
-        Passed to ``ray.init``.
+        Passed to ``ray.init``. A local cluster runs Ray's dashboard on 127.0.0.1 (port
+        8265 unless ``dashboard_port`` says otherwise), which serves the dashboard, the
+        State API (``ray list actors``) and the metrics view; ``include_dashboard=False``
+        leaves it out (its processes hold about 1 GB of resident memory).
 
     Returns
     -------
     dict
-        ``address`` (the GCS address), ``resources`` (the cluster's total resources) and
-        ``local`` (whether this call's cluster is the loopback one).
+        ``address`` (the GCS address), ``resources`` (the cluster's total resources),
+        ``local`` (whether this call's cluster is the loopback one), ``dashboard_url``
+        (None without a dashboard) and ``metrics_export_port`` (where this node serves
+        Prometheus metrics, raymod's ``raymod_*`` figures included).
 
     Examples
     --------
@@ -73,7 +78,8 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
         kwargs.update(ray_kwargs)
         _started_here["local"] = local
         if multi_node:
-            cluster = LocalCluster(num_cpus=num_cpus, num_gpus=num_gpus)
+            cluster = LocalCluster(num_cpus=num_cpus, num_gpus=num_gpus,
+                                   include_dashboard=kwargs.pop("include_dashboard", True))
             try:
                 ray.init(address=cluster.address, **kwargs)
             except BaseException:
@@ -81,17 +87,39 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
                 raise
             _cluster["multi_node"] = cluster
         elif local:
-            kwargs.setdefault("include_dashboard", False)
-            # "local": always a new cluster, never one found in RAY_ADDRESS or /tmp/ray
+            # the dashboard (and the State API behind `ray list actors`) on loopback only
+            kwargs.setdefault("include_dashboard", True)
+            kwargs.setdefault("dashboard_host", _LOOPBACK)
+            # address="local": always a new cluster, never one some `ray start` left running
             ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus,
-                     _node_ip_address=_LOOPBACK,
-                     **kwargs)
+                     _node_ip_address=_LOOPBACK, **kwargs)
         else:
             ray.init(address=address, **kwargs)
         _LOG.info("Ray %s cluster at %s", "local" if local else "joined",
                   ray.get_runtime_context().gcs_address)
     return {"address": ray.get_runtime_context().gcs_address,
-            "resources": ray.cluster_resources(), "local": local}
+            "resources": ray.cluster_resources(), "local": local,
+            "dashboard_url": _dashboard_url(), "metrics_export_port": _metrics_port()}
+
+
+def _dashboard_url() -> str | None:
+    """``http://host:port`` of the connected cluster's dashboard, or None without one."""
+    from ray._private.worker import global_worker
+    url = getattr(getattr(global_worker, "node", None), "webui_url", None) or \
+        getattr(global_worker, "_webui_url", None)  # noqa: SLF001
+    if not url:
+        return None
+    return url if "://" in url else f"http://{url}"
+
+
+def _metrics_port() -> int | None:
+    """This node's Prometheus metrics export port (None if Ray does not say)."""
+    import ray
+    node_id = ray.get_runtime_context().get_node_id()
+    for node in ray.nodes():
+        if node.get("NodeID") == node_id:
+            return node.get("MetricsExportPort")
+    return None
 
 
 def _use_loopback() -> None:
@@ -154,6 +182,8 @@ class LocalCluster:
         Custom resources of the head.
     object_store_memory : int, default HEAD_OBJECT_STORE
         Bytes of the head's object store.
+    include_dashboard : bool, default True
+        Run Ray's dashboard (and the State API) on the head, bound to 127.0.0.1.
 
     Examples
     --------
@@ -164,7 +194,8 @@ class LocalCluster:
     """
 
     def __init__(self, num_cpus: int | None = None, num_gpus: int | None = None,
-                 resources: dict | None = None, object_store_memory: int = HEAD_OBJECT_STORE):
+                 resources: dict | None = None, object_store_memory: int = HEAD_OBJECT_STORE,
+                 include_dashboard: bool = True):
         _use_loopback()
         from ray.cluster_utils import Cluster
         if num_gpus is None:
@@ -182,7 +213,9 @@ class LocalCluster:
         write, ray_utils.write_ray_address = ray_utils.write_ray_address, _no_address_file
         try:
             self._cluster = Cluster(initialize_head=True,
-                                    head_node_args={**head, "include_dashboard": False})
+                                    head_node_args={**head,
+                                                    "include_dashboard": include_dashboard,
+                                                    "dashboard_host": _LOOPBACK})
         finally:
             ray_utils.write_ray_address = write
         self.nodes: list = []  # added nodes, oldest first

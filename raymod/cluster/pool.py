@@ -18,9 +18,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import numpy as np
-
 from ..base import MXNetError
+from . import naming
 from .worker import Worker
 from .workers import MIN_STEP_TIMEOUT, Workers
 
@@ -121,7 +120,8 @@ class WorkerPool:
     def _spawn(self) -> None:
         rank = self._next_rank
         self._next_rank += 1
-        handle = self._actor.options(**self.spec.actor_options()).remote(
+        handle = self._actor.options(**self.spec.actor_options(),
+                                     **naming.worker_options(self, rank)).remote(
             rank, self.spec.gpus_per_worker)
         self._starting[handle.ready.remote()] = (rank, handle)
 
@@ -365,11 +365,11 @@ class WorkerPool:
         return out
 
     def source(self, src: Any) -> tuple[int, list]:
-        """``(id, [ref])`` of a row source's arrays, put in the object store once."""
+        """``(id, [ref])`` of a row source's reader (:meth:`RowSource.reader`), put in the
+        object store once; workers read the rows through it."""
         entry = self._sources.get(src)
         if entry is None:
-            data, label = src.take(np.arange(src.num_rows))
             self._source_ids += 1
-            entry = (self._source_ids, [self._ray.put((list(data), list(label)))])
+            entry = (self._source_ids, [self._ray.put(src.reader())])
             self._sources[src] = entry
         return entry

@@ -23,7 +23,6 @@ import numpy as np
 
 from ..context import array_module, as_numpy, context_of, cpu, gpu
 from ..io import DataBatch, DataDesc
-from ..io.base import take_rows
 from ..kvstore.client import ShardClient
 from ..kvstore.layout import same_memory
 from ..kvstore.server import ServerLost
@@ -65,7 +64,7 @@ class Worker:
         self.specs: dict[int, dict] = {}          # group id -> how to bind it
         self.groups: dict[tuple, DataParallelExecutorGroup] = {}
         self.root: DataParallelExecutorGroup | None = None
-        self.sources: dict[int, tuple] = {}       # source id -> (data arrays, label arrays)
+        self.sources: dict[int, Any] = {}         # source id -> its RowReader
         self.layout = None
         self.client: ShardClient | None = None     # pushes to and reads from the KVServers
         self.local_updater: Updater | None = None  # servers aggregate, this worker updates
@@ -323,16 +322,14 @@ class Worker:
         return group, batch
 
     def _load(self, task: dict) -> DataBatch:
-        """The slice's arrays: rows of a source put in the object store, or sent by value."""
+        """The slice's arrays: rows read through the source's reader, or sent by value."""
         if "rows" in task:
             sid, ref = task["source"]
-            if sid not in self.sources:
+            if sid not in self.sources:  # the RowReader, kept with whatever it caches
                 import ray
                 self.sources[sid] = ray.get(ref[0])
-            data, label = self.sources[sid]
-            rows = task["rows"]
-            return DataBatch([take_rows(a, rows) for a in data],
-                             [take_rows(a, rows) for a in label])
+            data, label = self.sources[sid].take(task["rows"])
+            return DataBatch(list(data), list(label))
         return DataBatch(task["data"], task.get("label") or [])
 
     # ---- zero copy on the servers' machine ---------------------------------------------------

@@ -1,14 +1,16 @@
 """Data iterators, as MXNet 1.x's ``mx.io``: ``rm.io.NDArrayIter(...)`` and friends.
 
 Besides MXNet's names, :class:`ArrowIter` reads Arrow tables, Parquet/CSV files and datasets,
-and every row-based iterator is a :class:`RowSource` whose rows a worker can read by id.
+:class:`RayDatasetIter` a ``ray.data.Dataset``, and every row-based iterator is a :class:`RowSource` whose rows a worker can read by id.
 """
 from .arrow_iter import ArrowIter
-from .base import DataBatch, DataDesc, DataIter, RowSource
+from .base import DataBatch, DataDesc, DataIter, RowReader, RowSource
 from .mnist_iter import MNISTIter
 from .ndarray_iter import NDArrayIter
+from .ray_dataset_iter import RayDatasetIter
 from .sampler import RowIter, RowSampler
 from .wrappers import PrefetchingIter, ResizeIter
 
-__all__ = ["DataDesc", "DataBatch", "DataIter", "NDArrayIter", "MNISTIter", "ResizeIter", "PrefetchingIter",
-           "ArrowIter", "RowSource", "RowSampler", "RowIter"]
+__all__ = ["DataDesc", "DataBatch", "DataIter", "NDArrayIter", "MNISTIter", "ResizeIter",
+           "PrefetchingIter", "ArrowIter", "RayDatasetIter", "RowSource", "RowReader",
+           "RowSampler", "RowIter"]

@@ -2,7 +2,8 @@
 
 :class:`DataDesc`, :class:`DataBatch` and :class:`DataIter` keep MXNet 1.x's names, fields and
 defaults. :class:`RowSource` is raymod's addition: data that any process can read by row
-index, so that a driver can send workers row ranges instead of the rows themselves.
+index, so that a driver can send workers row ranges instead of the rows themselves; its
+:meth:`RowSource.reader` is what a worker is given to read them (a :class:`RowReader`).
 """
 from __future__ import annotations
 
@@ -224,6 +225,57 @@ class RowSource:
     def label_descs(self) -> list[DataDesc]:
         """Descriptors of the label inputs for a single row (shape excludes the batch axis)."""
         raise NotImplementedError
+
+    def reader(self) -> "RowReader":
+        """How a Ray worker reads this source's rows: a small picklable :class:`RowReader`.
+
+        Called once per source on the driver, which ships the reader to every worker;
+        workers then call its ``take`` with the row ids of their slices. This default
+        puts all the rows in the object store once (one read here) and workers gather
+        from that copy. A source whose rows already live where workers can reach them
+        (files, Ray Data blocks) overrides it so that the driver never reads them.
+        """
+        import ray
+        data, label = self.take(np.arange(self.num_rows))
+        return StoredArrays(ray.put((list(data), list(label))))
+
+
+class RowReader:
+    """The worker side of a :class:`RowSource`: gathers rows by id, wherever it runs.
+
+    Made by :meth:`RowSource.reader` on the driver and pickled to the workers, so it
+    should carry references (object refs, paths), never the rows themselves; caches it
+    builds on a worker stay there (subclasses drop them when pickled).
+    """
+
+    def take(self, rows: np.ndarray) -> tuple[list, list]:
+        """Data and label arrays of ``rows`` (ids in the source's own order), as
+        :meth:`RowSource.take`."""
+        raise NotImplementedError
+
+
+class StoredArrays(RowReader):
+    """Rows kept as whole arrays in Ray's object store: ``ref`` to ``(data, label)`` lists.
+
+    The arrays are fetched on first use (zero-copy from shared memory for numpy) and
+    kept for the process's later calls.
+    """
+
+    def __init__(self, ref: Any):
+        self.ref = ref
+        self._arrays: tuple[list, list] | None = None
+
+    def __getstate__(self) -> dict:
+        return {"ref": self.ref, "_arrays": None}
+
+    def take(self, rows: np.ndarray) -> tuple[list, list]:
+        """Gather ``rows`` from the stored arrays (views for a contiguous range)."""
+        if self._arrays is None:
+            import ray
+            self._arrays = ray.get(self.ref)
+        data, label = self._arrays
+        rows = np.asarray(rows)
+        return [take_rows(a, rows) for a in data], [take_rows(a, rows) for a in label]
 
 
 def check_rows(rows: Any, num_rows: int) -> np.ndarray:

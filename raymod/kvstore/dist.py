@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..base import MXNetError
+from ..cluster import naming
 from ..context import as_numpy
 from ..optimizer import Optimizer, Updater
 from .base import KVStoreBase, register
@@ -89,11 +90,10 @@ class DistKVStore(KVStoreBase):
         self.layout = ShardLayout(num_servers)
         # threaded: run-ahead workers block in wait_done while others push
         self._server_cls = ray.remote(num_cpus=0, max_restarts=0,
-                                      max_concurrency=SERVER_THREADS)(KVServer).options(
-            resources=dict(server_resources or {}))
+                                      max_concurrency=SERVER_THREADS)(KVServer)
+        self._server_resources = dict(server_resources or {})
         self.shared_memory = bool(shared_memory)
-        self.servers = [self._server_cls.remote(s, self.mode, self.shared_memory)
-                        for s in range(num_servers)]
+        self.servers = [self._new_server(s) for s in range(num_servers)]
         self._ray = ray
         self._key_kind: type | None = None
         self._optimizer: Optimizer | None = None
@@ -345,6 +345,12 @@ class DistKVStore(KVStoreBase):
         """
         return self._ray.get([s.snapshot.remote() for s in self.servers])
 
+    def _new_server(self, shard: int) -> Any:
+        """Start the KVServer actor of ``shard`` (named, placed by ``server_resources``)."""
+        return self._server_cls.options(resources=self._server_resources,
+                                        **naming.server_options(self, shard)).remote(
+            shard, self.mode, self.shared_memory)
+
     def dead_shards(self) -> list[int]:
         """Shards whose server actor no longer answers."""
         dead = []
@@ -362,7 +368,7 @@ class DistKVStore(KVStoreBase):
         """
         dead = self.dead_shards()
         for shard in dead:
-            server = self._server_cls.remote(shard, self.mode, self.shared_memory)
+            server = self._new_server(shard)
             self._ray.get(server.add.remote(self.layout.shards[shard],
                                             snapshot[shard]["buffers"]))
             if self._optimizer is not None:

@@ -662,13 +662,20 @@ class BaseModule:
 
     def _fit_batch_end(self, epoch: int, nbatch: int, data_batch: Any, eval_metric: Any,
                        batch_end_callback: Any) -> None:
-        """Call the batch-end callbacks."""
-        if batch_end_callback is None:
+        """Call the batch-end callbacks (on Ray workers, also export the fit's figures as
+        Ray metrics: :class:`raymod.cluster.metrics.RayMetrics`)."""
+        callbacks = _as_list(batch_end_callback)
+        if self.pool is not None:
+            if getattr(self, "_ray_metrics", None) is None:
+                from ..cluster.metrics import RayMetrics
+                self._ray_metrics = RayMetrics()
+            callbacks.append(self._ray_metrics)
+        if not callbacks:
             return
         param = BatchEndParam(epoch=epoch, nbatch=nbatch, eval_metric=eval_metric,
                               locals={"self": self, "epoch": epoch, "nbatch": nbatch,
                                       "data_batch": data_batch, "eval_metric": eval_metric})
-        for callback in _as_list(batch_end_callback):
+        for callback in callbacks:
             callback(param)
 
     def _fit_end_epoch(self, epoch: int, name_values: list, tic: float,

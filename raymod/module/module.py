@@ -696,12 +696,13 @@ class Module(BaseModule):
         if isinstance(data_batch, list):
             self._forward_pre_sliced(data_batch, is_train)
             return
-        data = list(data_batch.data)
-        if len(data) != len(self._data_shapes):
-            raise ValueError(f"the batch has {len(data)} data arrays, the module was bound with "
-                             f"{len(self._data_shapes)} ({[d.name for d in self._data_shapes]})")
-        if tuple(tuple(a.shape) for a in data) != tuple(d.shape for d in self._data_shapes):
-            self.reshape(*self._shapes_of(data_batch, data))
+        shapes = _input_shapes(data_batch)
+        if len(shapes) != len(self._data_shapes):
+            raise ValueError(f"the batch has {len(shapes)} data arrays, the module was bound "
+                             f"with {len(self._data_shapes)} "
+                             f"({[d.name for d in self._data_shapes]})")
+        if shapes != tuple(d.shape for d in self._data_shapes):
+            self.reshape(*self._shapes_of(data_batch, list(data_batch.data)))
         self._exec_group.forward(data_batch, is_train)
 
     def _forward_pre_sliced(self, batches: list, is_train: bool | None) -> None:
@@ -798,9 +799,8 @@ class Module(BaseModule):
             super()._fit_batch(data_batch, eval_metric, on_done)
             return
         self._require(Stage.OPTIMIZER_READY, "fit")
-        data = list(data_batch.data)
-        if tuple(tuple(a.shape) for a in data) != tuple(d.shape for d in self._data_shapes):
-            self.reshape(*self._shapes_of(data_batch, data))
+        if _input_shapes(data_batch) != tuple(d.shape for d in self._data_shapes):
+            self.reshape(*self._shapes_of(data_batch, list(data_batch.data)))
         self._params_dirty = True
         self._exec_group.train_step(data_batch, eval_metric, on_done=on_done,
                                     **self._remote_step_options())
@@ -909,3 +909,11 @@ class Module(BaseModule):
         if sparse_row_id_fn is not None:
             warnings.warn(UserWarning("sparse_row_id_fn is ignored: raymod parameters are "
                                       "dense, nothing is pulled row by row"))
+
+
+def _input_shapes(data_batch: Any) -> tuple:
+    """Shapes of a batch's data arrays; for rows of a row source (``batch.source``), from its
+    descriptors, so that rows Ray workers read themselves are not read here."""
+    if getattr(data_batch, "source", None) is not None and data_batch.provide_data:
+        return tuple(tuple(d.shape) for d in data_batch.provide_data)
+    return tuple(tuple(a.shape) for a in data_batch.data)
