@@ -331,7 +331,7 @@ class RayExecutorGroup:
         are replayed before this one runs again: no completed step is lost.
 
         With run-ahead (``Workers.run_ahead`` > 1, a sync kvstore that runs the optimizer)
-        the step is only planned here: every ``run_ahead`` steps the workers get one call
+        the step is only planned here: every window of steps the workers get one call
         each for all of them and run them back to back, waiting on the servers between
         steps, while the driver plans the next window. ``metric`` is then updated, and
         ``on_done()`` called, when the step has completed, in step order; every other
@@ -363,12 +363,13 @@ class RayExecutorGroup:
         if st.step % SNAPSHOT_EVERY == 0:
             self.drain()
             self._take_snapshot()
-        elif len(st.planned) >= self.pool.spec.run_ahead:
+        elif len(st.planned) >= self.pool.spec.window(len(self.pool)):
             self._launch()
 
     def _runs_ahead(self) -> bool:
         st = self.state
-        return (self.pool.spec.run_ahead > 1 and st.kv.mode == "sync" and st.update_on_kvstore)
+        return (self.pool.spec.window(len(self.pool)) > 1 and st.kv.mode == "sync"
+                and st.update_on_kvstore)
 
     def _train_step_now(self, batch: Any, metric: Any, svrg: bool) -> None:
         """The step with one driver call per worker, completed before returning."""
@@ -422,7 +423,9 @@ class RayExecutorGroup:
                 plan.append((p.step, chunks.get(rank, []), p.svrg))
         # the first step's weights are known only when nothing is in flight
         weights = None if st.inflight else st.weights
-        refs = {rank: (self.pool.workers[rank].run_window.remote(wid, plan, weights, st.metric),
+        # one object-store copy of the plans and the metric, not one per call
+        shared = self.pool._ray.put((plans, st.metric))
+        refs = {rank: (self.pool.workers[rank].run_shared_window.remote(wid, [shared], weights),
                        plan) for rank, plan in plans.items()}
         st.inflight.append(_Window(wid, planned, refs, time.perf_counter()))
         while len(st.inflight) > 1:  # the workers have the next window queued meanwhile

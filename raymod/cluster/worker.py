@@ -192,6 +192,13 @@ class Worker:
         return {"rank": self.rank, "metrics": states, "published": published,
                 "seconds": clock.laps}
 
+    def run_shared_window(self, window: int, shared: list, weights: tuple | None) -> dict:
+        """:meth:`run_window` with ``shared = [ref]`` to ``(plans by rank, metric)``, put
+        once for every worker of the window."""
+        import ray
+        plans, metric = ray.get(shared[0])
+        return self.run_window(window, plans[self.rank], weights, metric)
+
     def run_window(self, window: int, plan: list[tuple], weights: tuple | None,
                    metric: Any = None, timeout: float | None = None) -> dict:
         """Run several steps back to back without the driver: ``plan`` is

@@ -9,6 +9,8 @@ __all__ = ["Workers"]
 
 #: the shortest default step deadline (seconds): first steps bind and warm up
 MIN_STEP_TIMEOUT = 60.0
+#: the shortest default run-ahead window (steps)
+MIN_RUN_AHEAD = 8
 
 
 @dataclass(frozen=True)
@@ -33,10 +35,12 @@ class Workers:
         does not depend on membership.
     start_timeout : float, default 120
         Seconds to wait for ``min_workers`` to start before giving up.
-    run_ahead : int, default 8
+    run_ahead : int, optional
         Steps a worker is handed at once: it computes step s+1 as soon as the servers
         publish step s's weights, with no driver round trip in between (1: one driver call
-        per step). Batch-end callbacks then run up to ``2 * run_ahead`` steps late, in order.
+        per step). Default: 8, or twice the live workers when more, so that the driver's
+        calls per step stay constant as the pool grows. Batch-end callbacks then run up to
+        two windows late, in order.
     step_timeout : float, optional
         Seconds a step may take before the workers that have not pushed their slices are
         treated as hung (killed and replaced, their slices recomputed). Default: 10 times
@@ -54,7 +58,7 @@ class Workers:
     resources: dict | None = field(default=None, hash=False)
     num_slices: int | None = None
     start_timeout: float = 120.0
-    run_ahead: int = 8
+    run_ahead: int | None = None
     step_timeout: float | None = None
 
     def __post_init__(self) -> None:
@@ -73,8 +77,9 @@ class Workers:
         if not isinstance(self.gpus_per_worker, int) or self.gpus_per_worker < 0:
             raise ValueError(f"Workers(gpus_per_worker=...) must be an int >= 0, got "
                              f"{self.gpus_per_worker!r}")
-        if not isinstance(self.run_ahead, int) or isinstance(self.run_ahead, bool) \
-                or self.run_ahead < 1:
+        if self.run_ahead is not None and (not isinstance(self.run_ahead, int)
+                                           or isinstance(self.run_ahead, bool)
+                                           or self.run_ahead < 1):
             raise ValueError(f"Workers(run_ahead=...) must be an int >= 1, got "
                              f"{self.run_ahead!r}")
         if self.step_timeout is not None and not (isinstance(self.step_timeout, (int, float))
@@ -85,6 +90,10 @@ class Workers:
                                             or self.num_slices < 1):
             raise ValueError(f"Workers(num_slices=...) must be an int >= 1, got "
                              f"{self.num_slices!r}")
+
+    def window(self, live: int) -> int:
+        """Steps per run-ahead window with ``live`` workers (see ``run_ahead``)."""
+        return self.run_ahead if self.run_ahead is not None else max(MIN_RUN_AHEAD, 2 * live)
 
     @property
     def slices(self) -> int:
