@@ -206,7 +206,9 @@ def test_recovered_event_is_logged_streamed_and_inspectable(ray_cluster, close_m
 
     log = rm.callback.MetricsLogger(tmp_path / "metrics.jsonl")
     ckpt = rm.CheckpointConfig(str(tmp_path / "ckpt"), every_n_steps=8)
-    mod, _, _ = fit(close_modules, rm.Workers(2, 3), epochs=1, on_batch=[on_batch, log],
+    # one driver call per step: the kill lands in the next step, which recovers it
+    mod, _, _ = fit(close_modules, rm.Workers(2, 3, run_ahead=1), epochs=1,
+                    on_batch=[on_batch, log],
                     checkpoint=ckpt)
     log.close()
     lost, = events(mod._pool, "lost")

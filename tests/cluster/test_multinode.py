@@ -142,6 +142,7 @@ def test_worker_node_removed_mid_fit(nodes, close_modules, kvstore, reference):
     removed = []
 
     def remove_a_worker_node(mod):
+        mod._pool.wait_for(3, 120)  # the third worker may still be starting on a loaded machine
         rank, = [r for r, node in worker_nodes(mod._pool).items() if node == third.node_id]
         nodes.remove(third)
         removed.append((rank, third.node_id))
