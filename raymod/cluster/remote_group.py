@@ -424,7 +424,7 @@ class RayExecutorGroup:
         # the first step's weights are known only when nothing is in flight
         weights = None if st.inflight else st.weights
         # one object-store copy of the plans and the metric, not one per call
-        shared = self.pool._ray.put((plans, st.metric))
+        shared = self.pool._ray.put((plans, st.metric, st.kv.generation))
         refs = {rank: (self.pool.workers[rank].run_shared_window.remote(wid, [shared], weights),
                        plan) for rank, plan in plans.items()}
         st.inflight.append(_Window(wid, planned, refs, time.perf_counter()))
@@ -567,7 +567,7 @@ class RayExecutorGroup:
         weights = st.kv.weights_after(p.step - 1)
         wid = next(_WINDOW_IDS)
         more = self._dispatch(tasks, lambda ts: ("run_window", wid, [(p.step, ts, p.svrg)],
-                                                 weights, st.metric),
+                                                 weights, st.metric, None, st.kv.generation),
                               lambda out, chunk: None, step=p.step)
         if more is not None:
             losses.merge(more)

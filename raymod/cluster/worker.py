@@ -193,14 +193,16 @@ class Worker:
                 "seconds": clock.laps}
 
     def run_shared_window(self, window: int, shared: list, weights: tuple | None) -> dict:
-        """:meth:`run_window` with ``shared = [ref]`` to ``(plans by rank, metric)``, put
-        once for every worker of the window."""
+        """:meth:`run_window` with ``shared = [ref]`` to ``(plans by rank, metric,
+        generation)``, put once for every worker of the window."""
         import ray
-        plans, metric = ray.get(shared[0])
-        return self.run_window(window, plans[self.rank], weights, metric)
+        plans, metric, generation = ray.get(shared[0])
+        return self.run_window(window, plans[self.rank], weights, metric,
+                               generation=generation)
 
     def run_window(self, window: int, plan: list[tuple], weights: tuple | None,
-                   metric: Any = None, timeout: float | None = None) -> dict:
+                   metric: Any = None, timeout: float | None = None,
+                   generation: int = 0) -> dict:
         """Run several steps back to back without the driver: ``plan`` is
         ``[(step, tasks, svrg), ...]`` in step order (``tasks`` may be empty).
 
@@ -209,7 +211,8 @@ class Worker:
         its values. Each slice's metric state travels with its push (the servers keep it
         once per slice), so nothing of a step is lost with this worker. Returns the steps
         run and, when the driver aborted the window (a worker was lost) or a wait passed
-        ``timeout`` seconds, the step it stopped before.
+        ``timeout`` seconds, the step it stopped before. ``generation`` is the kvstore's
+        restore count: it is part of the values' version, as in ``weights_after``.
         """
         clock = _Clock()
         done, finished = [], None  # finished: (step, values) when our push completed it
@@ -219,8 +222,8 @@ class Worker:
             if i == 0 and weights is not None:
                 self.refresh(weights, in_place=not svrg)
             elif finished is not None and finished[0] == step - 1:
-                self.refresh((("step", step - 1), finished[1]), in_place=not svrg)
-            elif self.version != ("step", step - 1):
+                self.refresh((("step", step - 1, generation), finished[1]), in_place=not svrg)
+            elif self.version != ("step", step - 1, generation):
                 try:
                     published = self.client.wait_done(step - 1, window, timeout)
                 except ServerLost as err:
@@ -228,7 +231,7 @@ class Worker:
                 if published is None:
                     return {"rank": self.rank, "steps": done, "stopped": step,
                             "seconds": clock.laps}
-                self.refresh((("step", step - 1), published), in_place=not svrg)
+                self.refresh((("step", step - 1, generation), published), in_place=not svrg)
             clock.lap("wait")
             _, published = self._slices(step, tasks, metric, svrg, clock, to_server=True)
             if len(published) == len(self.client.servers):  # no need to wait for it

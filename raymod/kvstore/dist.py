@@ -95,6 +95,7 @@ class DistKVStore(KVStoreBase):
         self.shared_memory = bool(shared_memory)
         self.servers = [self._new_server(s) for s in range(num_servers)]
         self._ray = ray
+        self.generation = 0  # restores so far (see weights_after)
         self._key_kind: type | None = None
         self._optimizer: Optimizer | None = None
         self._updater: Callable | None = None
@@ -380,6 +381,7 @@ class DistKVStore(KVStoreBase):
             self.servers[shard] = server
         self._ray.get([s.restore.remote(snap) for s, snap in zip(self.servers, snapshot)])
         self._weights = None
+        self.generation += 1
         return dead
 
     # ---- the step protocol (used by a module's worker actors) --------------------------------
@@ -438,10 +440,12 @@ class DistKVStore(KVStoreBase):
         return self._call_all("progress")
 
     def weights_after(self, step: int) -> tuple:
-        """``(("step", step), [published per shard])``: the values every shard published
-        when it finished ``step`` (readable until the shard finishes ``step + 2``)."""
+        """``(("step", step, generation), [published per shard])``: the values every shard
+        published when it finished ``step`` (readable until the shard finishes ``step + 2``).
+        ``generation`` counts :meth:`restore` calls, so that values after a restore never
+        pass for the same step's values before it."""
         refs = self._call_all("published_after", step)
-        return ("step", step), [r[0] for r in refs]
+        return ("step", step, self.generation), [r[0] for r in refs]
 
     def weights(self) -> tuple[int, list]:
         """``(version, [published per shard])``: per shard an object ref to its values, or
