@@ -119,7 +119,23 @@ def _as_columns(columns: str | Sequence[str] | None) -> list[str]:
     return [columns] if isinstance(columns, str) else list(columns)
 
 
-class ArrowIter(RowIter):
+class ColumnRows:
+    """Per-row descriptors of an iterator over named columns: ``_descs`` maps a column to
+    its ``(shape, dtype)`` and ``data_columns``/``label_columns`` name the inputs' columns."""
+
+    @property
+    def data_descs(self) -> list[DataDesc]:
+        """Per-row descriptors of the data inputs."""
+        return [DataDesc(n, *self._descs[c]) for n, c in zip(self._data_names, self.data_columns)]
+
+    @property
+    def label_descs(self) -> list[DataDesc]:
+        """Per-row descriptors of the label inputs."""
+        return [DataDesc(n, *self._descs[c])
+                for n, c in zip(self._label_names, self.label_columns)]
+
+
+class ArrowIter(ColumnRows, RowIter):
     """Iterate over columns of Arrow data: a table, Parquet/CSV/Arrow files, or a dataset.
 
     Parameters
@@ -253,17 +269,6 @@ class ArrowIter(RowIter):
     def num_rows(self) -> int:
         """Rows in the source."""
         return self._num_rows
-
-    @property
-    def data_descs(self) -> list[DataDesc]:
-        """Per-row descriptors of the data inputs."""
-        return [DataDesc(n, *self._descs[c]) for n, c in zip(self._data_names, self.data_columns)]
-
-    @property
-    def label_descs(self) -> list[DataDesc]:
-        """Per-row descriptors of the label inputs."""
-        return [DataDesc(n, *self._descs[c])
-                for n, c in zip(self._label_names, self.label_columns)]
 
     def take(self, rows: Sequence[int] | np.ndarray) -> tuple[list, list]:
         """Data and label arrays for ``rows`` (row ids in the source's order)."""

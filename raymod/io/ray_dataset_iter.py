@@ -15,8 +15,9 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from .arrow_iter import _as_columns, _input_names, _per_row_shape_and_type, column_to_numpy
-from .base import DataBatch, DataDesc, RowReader, check_rows, contiguous_range
+from .arrow_iter import (ColumnRows, _as_columns, _input_names, _per_row_shape_and_type,
+                         column_to_numpy)
+from .base import DataBatch, RowReader, check_rows, contiguous_range
 from .sampler import RowIter
 
 __all__ = ["RayDatasetIter", "BlockReader"]
@@ -162,7 +163,7 @@ class _DeferredBatch(DataBatch):
             self._arrays = (self._get()[0], value)
 
 
-class RayDatasetIter(RowIter):
+class RayDatasetIter(ColumnRows, RowIter):
     """Iterate over columns of a ``ray.data.Dataset``; Ray workers read rows from its blocks.
 
     Parameters
@@ -260,17 +261,6 @@ class RayDatasetIter(RowIter):
     def num_rows(self) -> int:
         """Rows in the dataset."""
         return self._reader.num_rows
-
-    @property
-    def data_descs(self) -> list[DataDesc]:
-        """Per-row descriptors of the data inputs."""
-        return [DataDesc(n, *self._descs[c]) for n, c in zip(self._data_names, self.data_columns)]
-
-    @property
-    def label_descs(self) -> list[DataDesc]:
-        """Per-row descriptors of the label inputs."""
-        return [DataDesc(n, *self._descs[c])
-                for n, c in zip(self._label_names, self.label_columns)]
 
     def take(self, rows: Sequence[int] | np.ndarray) -> tuple[list, list]:
         """Data and label arrays for ``rows``, read from the blocks in this process."""
