@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from typing import Any
 
 __all__ = ["init", "shutdown", "is_initialized", "LocalCluster", "local_cluster"]
@@ -90,6 +91,7 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
             # the dashboard (and the State API behind `ray list actors`) on loopback only
             kwargs.setdefault("include_dashboard", True)
             kwargs.setdefault("dashboard_host", _LOOPBACK)
+            kwargs.setdefault("dashboard_port", _dashboard_port())
             # address="local": always a new cluster, never one some `ray start` left running
             ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus,
                      _node_ip_address=_LOOPBACK, **kwargs)
@@ -100,6 +102,23 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
     return {"address": ray.get_runtime_context().gcs_address,
             "resources": ray.cluster_resources(), "local": local,
             "dashboard_url": _dashboard_url(), "metrics_export_port": _metrics_port()}
+
+
+#: Ray's dashboard port, used when free
+DASHBOARD_PORT = 8265
+
+
+def _dashboard_port() -> int:
+    """Ray's usual dashboard port, or a free loopback port when another cluster on this
+    machine (another user's session, a test run) holds it: Ray would refuse to start."""
+    for port in (DASHBOARD_PORT, 0):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((_LOOPBACK, port))
+            except OSError:
+                continue
+            return probe.getsockname()[1]
+    return DASHBOARD_PORT
 
 
 def _dashboard_url() -> str | None:
@@ -215,7 +234,8 @@ class LocalCluster:
             self._cluster = Cluster(initialize_head=True,
                                     head_node_args={**head,
                                                     "include_dashboard": include_dashboard,
-                                                    "dashboard_host": _LOOPBACK})
+                                                    "dashboard_host": _LOOPBACK,
+                                                    "dashboard_port": _dashboard_port()})
         finally:
             ray_utils.write_ray_address = write
         self.nodes: list = []  # added nodes, oldest first

@@ -20,6 +20,9 @@ from typing import Any, Callable
 
 from ..base import MXNetError
 from . import naming
+from .controller import (ElasticController, Fail, LeaveNodes, MembershipChanged, NodeDraining,
+                         NoReplacements, Policy, StopRequested, StopWorkers, TooFewWorkers,
+                         WaitForWorkers, WorkerDied, WorkerHung, CallDone, Forget)
 from .worker import Worker
 from .workers import MIN_STEP_TIMEOUT, Workers
 
@@ -95,12 +98,21 @@ class WorkerPool:
         self.events: list[dict] = []
         self._replace = False  # a worker was lost: start a replacement at the next boundary
         self._next_drain_check = 0.0
+        self._draining: dict[str, int] = {}
         self.stopping = False  # True while a failing fit saves: calls never wait for workers
         self.leaving: dict[int, Any] = {}  # ranks that left but may still finish queued steps
         #: ranks with run-ahead steps in flight (set by the executor group): leavers among
         #: them are stopped once those steps are collected, so nothing is recomputed
         self.busy: Callable[[], set] = set
         self.target = spec.max_workers  # live + starting actors the pool keeps asking for
+        #: decides what every loss, hang, shortage and membership change means (the
+        #: executor group registers the server actions)
+        self.controller = ElasticController(Policy(min_workers=spec.min_workers))
+        for action, handler in ((Forget, self._forget), (StopWorkers, self._stop_workers),
+                                (WaitForWorkers, self._wait_for_workers),
+                                (LeaveNodes, self._leave), (Fail, self._fail)):
+            self.controller.register(action, handler)
+        self._last_loss: WorkerLost | None = None
         if not local.is_local():  # on a real cluster, tell the autoscaler what we want
             from ray.autoscaler.sdk import request_resources
             want = {"CPU": spec.cpus_per_worker, "GPU": spec.gpus_per_worker,
@@ -159,8 +171,10 @@ class WorkerPool:
             joined = [rank for rank in (self._admit(ref) for ref in ready) if rank is not None]
         else:
             joined = []
+        if joined:
+            self.controller.handle(MembershipChanged(joined=tuple(joined)))
         if len(self.workers) < self.spec.min_workers:  # after a preemption
-            self.wait_for(self.spec.min_workers, self.spec.start_timeout)
+            self.short_of_workers("step boundary")
         return joined
 
     def _leave_draining_nodes(self) -> None:
@@ -174,13 +188,19 @@ class WorkerPool:
         draining = _draining_nodes(self._ray)
         if not draining:
             return
-        for rank in self.ranks:
+        self._draining = draining
+        ranks = tuple(r for r in self.ranks if self.info[r].get("node") in draining)
+        if ranks:
+            self.controller.handle(NodeDraining(ranks))
+
+    def _leave(self, action: LeaveNodes, event: Any) -> None:
+        """The controller's ``LeaveNodes``: the workers leave at this step boundary."""
+        for rank in action.ranks:
             node = self.info[rank].get("node")
-            if node in draining:
-                self.leaving[rank] = self.workers.pop(rank)
-                self._event("leave", rank, reason="node draining", node=node,
-                            deadline_ms=draining[node])
-                self._replace = True
+            self.leaving[rank] = self.workers.pop(rank)
+            self._event("leave", rank, reason="node draining", node=node,
+                        deadline_ms=self._draining.get(node, 0))
+            self._replace = True
         self.release_leaving()
 
     def release_leaving(self) -> None:
@@ -216,7 +236,7 @@ class WorkerPool:
         return None
 
     def lost(self, rank: int, error: Any, step: int | None = None,
-             slices: tuple[int, ...] = ()) -> WorkerLost | None:
+             slices: tuple[int, ...] = (), during: str = "call") -> WorkerLost | None:
         """Forget a worker that died (its actor error was seen by a caller).
 
         Its replacement is asked for at the next :meth:`poll` (a step boundary) or
@@ -233,6 +253,8 @@ class WorkerPool:
             The step during which it was seen.
         slices : tuple of int
             The slices of that step the worker held.
+        during : str
+            The call site (for the controller's history).
 
         Returns
         -------
@@ -241,14 +263,57 @@ class WorkerPool:
             rank was already forgotten.
         """
         detected = time.time()  # first thing: the event's time is when the error was seen
-        if self.workers.pop(rank, None) is None:
+        if rank not in self.workers:
             return None
-        loss = WorkerLost(rank, detected, step, tuple(slices))
-        extra = {} if step is None else {"step": step, "slices": list(loss.slices)}
-        self._event("lost", rank, when=detected,
-                    error=f"{type(error).__name__}: {error}".splitlines()[0], **extra)
+        self._last_loss = None
+        self.controller.handle(WorkerDied(
+            rank, during, tuple(slices), step,
+            f"{type(error).__name__}: {error}".splitlines()[0], detected))
+        return self._last_loss
+
+    def _forget(self, action: Forget, event: WorkerDied) -> None:
+        """The controller's ``Forget``: drop the rank; a replacement comes at the next
+        boundary; the caller hands its slices to the live workers."""
+        self.workers.pop(action.rank, None)
+        loss = WorkerLost(action.rank, event.detected, event.step, event.slices)
+        extra = {} if event.step is None else {"step": event.step, "slices": list(loss.slices)}
+        self._event("lost", action.rank, when=event.detected, error=event.error, **extra)
         self._replace = True
-        return loss
+        self._last_loss = loss
+
+    def _stop_workers(self, action: StopWorkers, event: Any) -> None:
+        """The controller's ``StopWorkers``: kill hung workers (their calls then fail)."""
+        for rank in action.ranks:
+            if rank in self.workers:
+                self.logger.warning("worker %d missed its deadline during %s: stopping it",
+                                    rank, getattr(event, "during", "a call"))
+                self._ray.kill(self.workers[rank], no_restart=True)
+
+    def hung(self, ranks: Any, during: str) -> None:
+        """Report workers that missed a deadline (the controller stops them)."""
+        ranks = tuple(sorted(r for r in ranks if r in self.workers))
+        if ranks:
+            self.controller.handle(WorkerHung(ranks, during))
+
+    def short_of_workers(self, during: str, mid_step: bool = False) -> None:
+        """Fewer than ``min_workers`` are alive: wait for replacements; if none come, go on
+        with the survivors to the end of a step in progress (``mid_step``), otherwise
+        raise :class:`WorkersUnavailable` (the controller's policy)."""
+        self.controller.handle(TooFewWorkers(len(self.workers), self.spec.min_workers,
+                                             during, mid_step))
+
+    def _wait_for_workers(self, action: WaitForWorkers, event: TooFewWorkers) -> None:
+        try:
+            self.wait_for(action.count, self.spec.start_timeout)
+        except WorkersUnavailable:
+            self.controller.handle(NoReplacements(len(self.workers), event.during,
+                                                  event.mid_step))
+
+    def _fail(self, action: Fail, event: Any) -> None:
+        if action.unavailable:
+            raise WorkersUnavailable(f"{action.reason}: "
+                                     f"{self._shortage(self.spec.min_workers)}")
+        raise MXNetError(action.reason)
 
     def _start_replacements(self) -> None:
         if self._replace:  # only after losses: a failed start is not retried every step
@@ -285,6 +350,7 @@ class WorkerPool:
         for rank in left:
             self.leaving[rank] = self.workers.pop(rank)
             self._event("leave", rank)
+        self.controller.handle(MembershipChanged(left=tuple(left)))
         self.release_leaving()
         while self._starting and len(self.workers) + len(self._starting) > self.target:
             _, (_, handle) = self._starting.popitem()  # no longer wanted
@@ -293,6 +359,7 @@ class WorkerPool:
 
     def shutdown(self) -> None:
         """Stop every worker actor (after letting live ones remove their shared memory)."""
+        self.controller.handle(StopRequested())
         closing = [h.close.remote() for h in self.workers.values()]
         self._ray.wait(closing, num_returns=len(closing), timeout=5)
         for handle in list(self.workers.values()) + [h for _, h in self._starting.values()] \
@@ -302,6 +369,7 @@ class WorkerPool:
         self.target, self._replace = 0, False  # a later poll must not start new ones
         self.workers.clear()
         self._starting.clear()
+        self.controller.handle(CallDone("close"))
 
     def _event(self, kind: str, rank: int | None, when: float | None = None,
                **extra: Any) -> dict:
@@ -350,18 +418,14 @@ class WorkerPool:
         # a worker that does not answer within the call deadline is hung: stop it
         _, late = self._ray.wait(list(refs.values()), num_returns=len(refs),
                                  timeout=max(MIN_STEP_TIMEOUT, self.spec.step_timeout or 0))
-        for rank, ref in refs.items():
-            if ref in late and rank in self.workers:
-                self.logger.warning("worker %d did not answer within the call deadline: "
-                                    "stopping it", rank)
-                self._ray.kill(self.workers[rank], no_restart=True)
+        self.hung([rank for rank, ref in refs.items() if ref in late], "call")
         for rank, ref in refs.items():
             try:
                 out[rank] = self._ray.get(ref)
             except self._ray.exceptions.RayActorError as err:
                 self.lost(rank, err)
         if len(self.workers) < self.spec.min_workers and not self.stopping:
-            self.wait_for(self.spec.min_workers, self.spec.start_timeout)  # replacements
+            self.short_of_workers("call")  # replacements replay the set-up
         return out
 
     def source(self, src: Any) -> tuple[int, list]:

@@ -38,6 +38,7 @@ from ..operator import pack_props
 from ..parallel.executor_group import _desc
 from ..parallel.slicing import batch_axis, split_input_slice, take_slice
 from ..symbol import Symbol
+from .controller import RestoreServers, ServerDied
 from .pool import WorkerPool, WorkersUnavailable
 from .workers import MIN_STEP_TIMEOUT
 
@@ -45,8 +46,6 @@ __all__ = ["RayExecutorGroup"]
 
 _GROUP_IDS = itertools.count(1)
 _WINDOW_IDS = itertools.count(1)
-#: how many times a step's slices are re-dispatched after worker losses before giving up
-MAX_STEP_ATTEMPTS = 8
 #: the driver keeps a KVServer snapshot this often (steps), plus the log of steps since
 SNAPSHOT_EVERY = 50
 
@@ -199,6 +198,8 @@ class RayExecutorGroup:
         self.state_names = list(state_names or [])
         self.grad_req = grad_req
         self.state = shared_group.state if shared_group is not None else _StepState()
+        if shared_group is None:  # the servers' recovery, for the pool's controller
+            pool.controller.register(RestoreServers, self._restore)
         self.group_id = next(_GROUP_IDS)
         self.num_device = max(1, pool.spec.gpus_per_worker)
         self.execs: list = []  # no executors in this process
@@ -271,12 +272,15 @@ class RayExecutorGroup:
         self.pool.broadcast("set_params_ref", [ref], key="set_params")
         st = self.state
         if st.kv is not None and st.update_on_kvstore and args:
-            st.kv.init(list(args), list(args.values()))
+            self._with_servers("set_params", lambda: st.kv.init(list(args), list(args.values())))
             st.weights = None  # workers now hold these values already
 
     @_settled
     def get_params(self, arg_params: dict, aux_params: dict) -> None:
         """Parameters from the servers (or a worker), auxiliary states averaged over workers."""
+        self._with_servers("get_params", lambda: self._read_params(arg_params, aux_params))
+
+    def _read_params(self, arg_params: dict, aux_params: dict) -> None:
         st = self.state
         if st.weights is not None and not st.update_on_kvstore:
             self.pool.call_all("refresh", st.weights)
@@ -376,18 +380,19 @@ class RayExecutorGroup:
         st = self.state
         self.pool.poll()
         if len(self.pool) < self.pool.spec.min_workers:  # the last step ended short-handed
-            self.pool.wait_for(self.pool.spec.min_workers, self.pool.spec.start_timeout)
+            self.pool.short_of_workers("step boundary")
         tasks = self._tasks(batch, self.slices(self.pool.spec.slices), labels=True)
         if st.kv.mode == "sync" and (st.snapshot is None or st.snapshot_writes != st.kv.writes):
             self._take_snapshot()
-        for attempt in range(MAX_STEP_ATTEMPTS):
+        while True:
             try:
                 self._run_step(tasks, metric, svrg)
                 break
             except ServerLost as err:
-                if st.kv.mode != "sync" or attempt == MAX_STEP_ATTEMPTS - 1:
+                if st.kv.mode != "sync":
                     raise
-                self._recover_servers(err)
+                self._server_lost(err, "step", st.step - 1)
+        self.pool.controller.done("step")
         if st.kv.mode == "sync":
             st.replay.append((st.step - 1, tasks, svrg))
             if st.step % SNAPSHOT_EVERY == 0:
@@ -414,7 +419,7 @@ class RayExecutorGroup:
         self.pool.busy = self._busy_ranks
         self.pool.poll()  # joins, replacements and leaves happen between windows
         if len(self.pool) < self.pool.spec.min_workers:
-            self.pool.wait_for(self.pool.spec.min_workers, self.pool.spec.start_timeout)
+            self.pool.short_of_workers("step boundary")
         wid = next(_WINDOW_IDS)
         plans: dict[int, list] = {rank: [] for rank in self.pool.ranks}
         for p in planned:
@@ -496,10 +501,7 @@ class RayExecutorGroup:
         if not hung:
             raise MXNetError(f"step {first} passed its deadline of "
                              f"{self._deadline(len(win.steps)):.1f} s with every slice pushed")
-        for rank in sorted(hung):
-            self.pool.logger.warning("worker %d missed the deadline of step %d: stopping it",
-                                     rank, first)
-            self.pool._ray.kill(self.pool.workers[rank], no_restart=True)
+        self.pool.hung(hung, f"step {first}")
 
     def _recover_windows(self) -> None:
         """Abort every window in flight, then complete their steps one by one: only the
@@ -520,12 +522,12 @@ class RayExecutorGroup:
                 except ServerLost as err:
                     server_lost = err
                 except self.pool._ray.exceptions.GetTimeoutError as err:
-                    if rank in self.pool.workers:
-                        self.pool._ray.kill(self.pool.workers[rank], no_restart=True)
-                        losses.add(self.pool.lost(rank, err, steps[0].step), rank, 0)
+                    self.pool.hung([rank], "window abort")
+                    losses.add(self.pool.lost(rank, err, steps[0].step, during="window"),
+                               rank, 0)
                 except self.pool._ray.exceptions.RayActorError as err:
-                    if rank in self.pool.workers:
-                        losses.add(self.pool.lost(rank, err, steps[0].step), rank, 0)
+                    losses.add(self.pool.lost(rank, err, steps[0].step, during="window"),
+                               rank, 0)
         self.pool.release_leaving()
         self._complete_after_failure(steps, losses, server_lost)
 
@@ -535,16 +537,13 @@ class RayExecutorGroup:
         has not finished or, after a lost server, from the snapshot on (every step since is
         replayed; only ``steps`` are reported)."""
         st = self.state
-        for attempt in range(MAX_STEP_ATTEMPTS):
+        while True:
             try:
-                if server_lost is not None:
-                    redo = [_Planned(step, tasks, svrg, None)
-                            for step, tasks, svrg in st.replay if step <= steps[-1].step]
-                    self._restore_servers(server_lost, len(redo))
-                    first = st.snapshot[0] + 1
-                else:
-                    first, redo = st.kv.steps_done() + 1, steps
-                for p in redo:
+                if server_lost is not None:  # back to the snapshot, the steps since replayed
+                    self._server_lost(server_lost, "window", steps[-1].step, losses)
+                    server_lost = None
+                first = st.kv.steps_done() + 1
+                for p in steps:
                     if p.step >= first:
                         self._rerun(p, losses)
                 if losses.ranks:
@@ -553,8 +552,6 @@ class RayExecutorGroup:
                 self._completed(steps, recovering=True)
                 return
             except ServerLost as err:
-                if attempt == MAX_STEP_ATTEMPTS - 1:
-                    raise
                 server_lost = err
 
     def _rerun(self, p: _Planned, losses: _Losses) -> None:
@@ -568,26 +565,58 @@ class RayExecutorGroup:
         wid = next(_WINDOW_IDS)
         more = self._dispatch(tasks, lambda ts: ("run_window", wid, [(p.step, ts, p.svrg)],
                                                  weights, st.metric, None, st.kv.generation),
-                              lambda out, chunk: None, step=p.step)
+                              lambda out, chunk: None, step=p.step, during="replay")
         if more is not None:
             losses.merge(more)
 
-    def _restore_servers(self, err: Exception, replaying: int) -> None:
-        """Every shard back to the snapshot (new servers for dead ones), before the
-        ``replaying`` steps since are run again."""
+    # ---- servers lost: the one recovery path ---------------------------------------------
+    def _server_lost(self, err: Exception, during: str, through: int | None = None,
+                     losses: "_Losses | None" = None) -> None:
+        """Report a lost KVServer to the controller, which restores the servers (see
+        :meth:`_restore`); the caller then runs its interrupted call again. ``through``: the
+        last step the caller needs completed (every logged step up to it is replayed)."""
+        self._replay_losses = losses
+        self.pool.controller.handle(
+            ServerDied(during, str(err).splitlines()[0], through),
+            have_snapshot=self.state.snapshot is not None)
+
+    def _restore(self, action: RestoreServers, event: ServerDied) -> None:
+        """The controller's ``RestoreServers``: new servers for the dead shards, with the
+        values of the driver's last snapshot and every logged step since replayed (or,
+        before any snapshot, the kvstore's set-up again); the workers get the new servers."""
         st = self.state
         t0 = time.perf_counter()
-        snap_step, refs = st.snapshot
-        replaced = st.kv.restore(refs)
-        st.kv.set_metric(st.metric)
-        self.pool.broadcast("set_servers", st.kv.servers, key="servers")
-        event = {"event": "kvserver_recovered", "shards": replaced, "snapshot_step": snap_step,
-                 "steps_replayed": replaying, "seconds": time.perf_counter() - t0,
-                 "time": time.time(), "error": str(err).splitlines()[0]}
-        st.recoveries.append(event)
-        self.pool.events.append(event)
-        self.pool.logger.warning("kvstore servers %s lost: restored the step-%d snapshot and "
-                                 "replay the %d steps since", replaced, snap_step, replaying)
+        if action.source == "setup":
+            replaced = st.kv.restart_dead()
+            snap_step, redo = None, []
+        else:
+            snap_step, refs = st.snapshot
+            through = st.step - 1 if event.step is None else event.step
+            redo = [(step, tasks, svrg) for step, tasks, svrg in st.replay if step <= through]
+            replaced = st.kv.restore(refs)
+            st.kv.set_metric(st.metric)
+        if snap_step is not None:  # (a set-up run again connects the workers itself)
+            self.pool.broadcast("set_servers", st.kv.servers, key="servers")
+        if redo and not st.update_on_kvstore:  # workers update locally: the old step call
+            st.step, st.weights = snap_step + 1, st.kv.weights()
+            for step, tasks, svrg in redo:
+                self._run_step(tasks, None, svrg, replay=True)
+        else:
+            losses = getattr(self, "_replay_losses", None) or _Losses()
+            for step, tasks, svrg in redo:
+                self._rerun(_Planned(step, tasks, svrg, None), losses)
+        st.weights = st.kv.weights() if st.kv.mode == "sync" else ("latest", None)
+        event_log = {"event": "kvserver_recovered", "shards": replaced, "during": event.during,
+                     "snapshot_step": snap_step, "steps_replayed": len(redo),
+                     "seconds": time.perf_counter() - t0, "time": time.time(),
+                     "error": event.error}
+        st.recoveries.append(event_log)
+        self.pool.events.append(event_log)
+        self.pool.logger.warning("kvstore servers %s lost during %s: %s, %d steps replayed "
+                                 "in %.2f s", replaced, event.during,
+                                 "set up again" if snap_step is None else
+                                 f"restored the step-{snap_step} snapshot", len(redo),
+                                 event_log["seconds"])
 
     def _completed(self, steps: list[_Planned], recovering: bool = False) -> None:
         """Queue the completed steps' metric states and callbacks, then run the queue
@@ -656,28 +685,6 @@ class RayExecutorGroup:
         if metric is not None and not replay:
             _merge_metric(metric, [results[t["slice"]]["metric"] for t in tasks])
 
-    def _recover_servers(self, err: Exception) -> None:
-        """Restore every shard to the snapshot (new servers for dead ones) and replay."""
-        st = self.state
-        t0 = time.perf_counter()
-        snap_step, refs = st.snapshot
-        replaced = st.kv.restore(refs)
-        self.pool.broadcast("set_servers", st.kv.servers, key="servers")
-        current = st.step
-        st.step, st.weights = snap_step + 1, st.kv.weights()
-        for step, tasks, svrg in st.replay:
-            assert step == st.step, (step, st.step)
-            self._run_step(tasks, None, svrg, replay=True)
-        assert st.step == current, (st.step, current)
-        event = {"event": "kvserver_recovered", "shards": replaced, "snapshot_step": snap_step,
-                 "steps_replayed": len(st.replay), "seconds": time.perf_counter() - t0,
-                 "time": time.time(), "error": str(err).splitlines()[0]}
-        st.recoveries.append(event)
-        self.pool.events.append(event)
-        self.pool.logger.warning("kvstore servers %s lost: restored the step-%d snapshot and "
-                                 "replayed %d steps in %.2f s", replaced, snap_step,
-                                 len(st.replay), event["seconds"])
-
     def _finish(self, step: int, slice_ids: list[int], published: dict) -> None:
         """Record the step's new weights (refs the completing pushes returned, or asked for)."""
         st = self.state
@@ -692,7 +699,7 @@ class RayExecutorGroup:
         st.step += 1
 
     def _dispatch(self, tasks: list[dict], call: Callable, collect: Callable,
-                  step: int | None = None) -> _Losses | None:
+                  step: int | None = None, during: str = "step") -> _Losses | None:
         """Run ``tasks`` on the live workers; tasks of a worker that dies are re-run by others.
 
         ``call(tasks_of_one_worker)`` gives ``(method, *args)``; ``collect(result, tasks)``
@@ -703,7 +710,7 @@ class RayExecutorGroup:
             t.setdefault("num_slices", len(tasks))
         pending = list(tasks)
         losses = None  # made on the first loss only: nothing to time while nobody dies
-        for attempt in range(MAX_STEP_ATTEMPTS):
+        for attempt in itertools.count():  # the controller gives up on endless losses
             if not pending:
                 return losses
             t_plan = time.perf_counter() if attempt else 0.0
@@ -722,7 +729,8 @@ class RayExecutorGroup:
                     continue
                 except self.pool._ray.exceptions.RayActorError as err:
                     t_lost = time.perf_counter()
-                    loss = self.pool.lost(rank, err, step, tuple(t["slice"] for t in chunk))
+                    loss = self.pool.lost(rank, err, step, tuple(t["slice"] for t in chunk),
+                                          during)
                     losses = losses or _Losses()
                     losses.add(loss, rank, len(chunk))
                     pending.extend(chunk)
@@ -732,21 +740,13 @@ class RayExecutorGroup:
             if server_lost is not None:
                 raise server_lost
             if pending and len(self.pool) < self.pool.spec.min_workers:
+                # Without replacements the survivors finish this step anyway (the
+                # controller's policy): a worker can push its slice and die before
+                # answering, so the servers may already hold the step; finishing it keeps
+                # every shard at one step boundary, where the next step stops the run.
                 t_wait = time.perf_counter()
-                try:
-                    self.pool.wait_for(self.pool.spec.min_workers, self.pool.spec.start_timeout)
-                except WorkersUnavailable:
-                    # No replacements: the survivors finish this step anyway. A worker can
-                    # push its slice and die before answering, so the servers may already
-                    # hold the step; finishing it keeps every shard at one step boundary,
-                    # where the next step stops the run (see train_step).
-                    if not len(self.pool):
-                        raise
+                self.pool.short_of_workers(during, mid_step=True)
                 losses.wait_s += time.perf_counter() - t_wait
-            if pending and not len(self.pool):
-                raise MXNetError("every worker died during the step")
-        raise MXNetError(f"step slices {[t['slice'] for t in pending]} still failing after "
-                         f"{MAX_STEP_ATTEMPTS} attempts")
 
     def _as_completed(self, refs: dict) -> Iterator[tuple[int, Any, list]]:
         """``(rank, ref, chunk)`` in the order the calls end, so that a death is seen when
@@ -759,12 +759,7 @@ class RayExecutorGroup:
         while waiting:
             done, waiting = self.pool._ray.wait(waiting, num_returns=1, timeout=deadline)
             if not done:
-                for ref in waiting:
-                    rank = by_ref[ref][0]
-                    if rank in self.pool.workers:
-                        self.pool.logger.warning("worker %d missed the step deadline of "
-                                                 "%.1f s: stopping it", rank, deadline)
-                        self.pool._ray.kill(self.pool.workers[rank], no_restart=True)
+                self.pool.hung([by_ref[ref][0] for ref in waiting], f"a {deadline:.1f} s call")
                 continue
             rank, chunk = by_ref[done[0]]
             yield rank, done[0], chunk
@@ -788,6 +783,13 @@ class RayExecutorGroup:
         of the runs) and the batch count for the mean.
         """
         st = self.state
+        if st.kv is not None and st.kv.mode == "sync":
+            # a server lost during the pass goes back to the weights w~ is taken from
+            self._take_snapshot()
+        return self._with_servers("full_gradient", lambda: self._full_gradient(batches))
+
+    def _full_gradient(self, batches: Any) -> tuple[dict, float]:
+        st = self.state
         self.set_snapshot(self._call_one("take_snapshot", st.weights))
         tasks = []
         for i, batch in enumerate(batches):
@@ -798,7 +800,8 @@ class RayExecutorGroup:
             raise ValueError("update_full_grads: train_data yielded no batches")
         partials = {}
         losses = self._dispatch(tasks, lambda ts: ("full_grad", ts, st.weights),
-                                lambda out, chunk: partials.__setitem__(chunk[0]["slice"], out))
+                                lambda out, chunk: partials.__setitem__(chunk[0]["slice"], out),
+                                during="full_gradient")
         if losses is not None:
             self._recovered(losses, st.step, during="full_gradient")
         sums: dict = {}
@@ -806,6 +809,15 @@ class RayExecutorGroup:
             for name, g in partials[first]["sums"].items():
                 sums[name] = g.copy() if name not in sums else sums[name] + g
         return sums, sum(p["count"] for p in partials.values())
+
+    @_settled
+    def set_full_gradient(self, keys: list, means: list) -> None:
+        """Give the servers SVRG's full gradient ``mu`` (their optimizer assigns these keys)
+        and keep a server snapshot with it: a server lost later restores ``mu`` too."""
+        st = self.state
+        self._with_servers("full_gradient", lambda: st.kv.push(keys, means))
+        if st.kv.mode == "sync":
+            self._take_snapshot()
 
     @_settled
     def snapshot_values(self) -> dict:
@@ -822,7 +834,7 @@ class RayExecutorGroup:
         """``method`` on one live worker (the next one if it dies meanwhile)."""
         while True:
             if not len(self.pool):
-                self.pool.wait_for(self.pool.spec.min_workers, self.pool.spec.start_timeout)
+                self.pool.short_of_workers(method)
             rank = self.pool.ranks[0]
             out = self.pool.gather({rank: getattr(self.pool.workers[rank], method).remote(*args)})
             if rank in out:
@@ -986,6 +998,48 @@ class RayExecutorGroup:
     def install_monitor(self, monitor: Any) -> None:
         """Install ``monitor`` on every worker's executors (it prints in the worker's log)."""
         self.pool.broadcast("install_monitor", monitor, key="monitor")
+
+
+    # ---- servers guarded by the controller --------------------------------------------------
+    def _with_servers(self, during: str, call: Callable[[], Any]) -> Any:
+        """``call()``; a KVServer lost meanwhile is restored (see :meth:`_restore`) and the
+        call made again, until it completes or the controller gives up."""
+        while True:
+            try:
+                out = call()
+            except ServerLost as err:
+                self._server_lost(err, during)
+                continue
+            self.pool.controller.done(during)
+            return out
+
+    def setup_kvstore(self, kv: Any, optimizer: Any, update_on_kvstore: bool, arg_params: dict,
+                      compression_params: dict | None = None,
+                      corrections: dict | None = None) -> None:
+        """``init_optimizer``'s kvstore set-up, as one call: compression, the servers'
+        optimizer, the initial values, correction keys (SVRG's full gradient, see
+        ``DistKVStore.add_correction_keys``), the workers' connections. A server lost during
+        it is replaced and the whole set-up (idempotent) runs again; then the first recovery
+        snapshot is taken."""
+        from ..model import _initialize_kvstore
+        st = self.state
+        self.drain()
+        st.kv, st.snapshot, st.replay = kv, None, []  # a loss now means: set up again
+
+        def setup() -> None:
+            if compression_params:
+                kv.set_gradient_compression(compression_params)
+            if update_on_kvstore:
+                kv.set_optimizer(optimizer)
+            _initialize_kvstore(kv, self.param_arrays, arg_params, self.param_names,
+                                update_on_kvstore)
+            if corrections:
+                kv.add_correction_keys(corrections)
+            self.attach_kvstore(kv, update_on_kvstore, optimizer)
+
+        self._with_servers("init_optimizer", setup)
+        if kv.mode == "sync":
+            self._with_servers("init_optimizer", self._take_snapshot)
 
 
 def _store(target: dict, name: str, value: np.ndarray) -> None:

@@ -134,7 +134,7 @@ class DistKVStore(KVStoreBase):
                 calls.append(self.servers[shard].add.remote(pieces, payload))
         if known:
             calls += self._per_shard("write", known)
-        self._ray.get(calls)
+        self._get(calls)
         self._weights = None
         self.writes += 1
 
@@ -149,17 +149,19 @@ class DistKVStore(KVStoreBase):
         added: dict[int, list] = {}
         for key, extra in pairs.items():
             self._check_known(key, [], "add_correction_keys")
+            if extra in self.layout.keys:  # added by an earlier try (a set-up run again)
+                continue
             shape, dtype, _ = self.layout.keys[key]
             for shard, piece in self.layout.add(extra, shape, dtype, like=key):
                 added.setdefault(shard, []).append(piece)
         zeros = {extra: np.zeros(self.layout.keys[key][0], self.layout.keys[key][1])
                  for key, extra in pairs.items()}
+        self._corrections.update(pairs)  # before the calls: a replaced server gets them too
         calls = [self.servers[shard].add.remote(
             pieces, self.layout.pack(shard, {**self._current_values(shard, pieces), **zeros}))
             for shard, pieces in added.items()]
-        self._ray.get(calls)
-        self._corrections.update(pairs)
-        self._ray.get([s.set_corrections.remote(self._corrections) for s in self.servers])
+        self._get(calls)
+        self._get([s.set_corrections.remote(self._corrections) for s in self.servers])
         self._weights = None
         self.writes += 1
 
@@ -186,7 +188,7 @@ class DistKVStore(KVStoreBase):
             total = arrays[0].copy() if len(arrays) == 1 else np.sum(arrays, axis=0,
                                                                       dtype=arrays[0].dtype)
             sums[k] = total
-        self._ray.get(self._per_shard("apply_now", sums))
+        self._get(self._per_shard("apply_now", sums))
         self._weights = None
         self.writes += 1
 
@@ -223,20 +225,20 @@ class DistKVStore(KVStoreBase):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"set_optimizer needs an Optimizer, got {type(optimizer).__name__}")
         self._optimizer, self._updater = optimizer, None
-        self._ray.get([s.set_optimizer.remote(optimizer) for s in self.servers])
+        self._get([s.set_optimizer.remote(optimizer) for s in self.servers])
 
     def _set_updater(self, updater: Callable) -> None:
         """Run ``updater(key, received, stored)`` on the servers (per piece of each key)."""
         if not callable(updater):
             raise TypeError(f"updater must be callable, got {type(updater).__name__}")
         self._optimizer, self._updater = None, updater
-        self._ray.get([s.set_updater.remote(updater) for s in self.servers])
+        self._get([s.set_updater.remote(updater) for s in self.servers])
 
     def set_gradient_compression(self, compression_params: dict) -> None:
         """2-bit compression of pushes, with residual error feedback (MXNet's format)."""
         self._compression = GradientCompression.from_params(compression_params)
         threshold = None if self._compression is None else self._compression.threshold
-        self._ray.get([s.set_compression.remote(threshold) for s in self.servers])
+        self._get([s.set_compression.remote(threshold) for s in self.servers])
 
     @property
     def compression_threshold(self) -> float | None:
@@ -265,7 +267,7 @@ class DistKVStore(KVStoreBase):
     def get_optimizer_states(self, dump_optimizer: bool = False) -> bytes:
         """The joined optimizer states as bytes (see :meth:`save_optimizer_states`)."""
         opt = self._require_optimizer("save")
-        shards = self._ray.get([s.get_optimizer_states.remote() for s in self.servers])
+        shards = self._get([s.get_optimizer_states.remote() for s in self.servers])
         whole = Updater(copy.deepcopy(opt))  # copies: set_states rewrites update counts
         merged = whole.optimizer._all_index_update_counts
         parts: dict[Any, list] = {}
@@ -301,7 +303,7 @@ class DistKVStore(KVStoreBase):
                 if p.key in whole.states:
                     part.states[p.key] = _split(whole.states[p.key], p.start, p.stop)
             calls.append(server.set_optimizer_states.remote(part.get_states()))
-        self._ray.get(calls)
+        self._get(calls)
         self.writes += 1
 
     @property
@@ -333,6 +335,14 @@ class DistKVStore(KVStoreBase):
         return (f"<DistKVStore type={self._type!r} servers={len(self.servers)} "
                 f"keys={len(self.layout.keys)}>")
 
+    def _get(self, refs: Any) -> Any:
+        """``ray.get`` of server calls: a dead server reads as :class:`ServerLost`, which
+        the module's controller repairs (see ``raymod.cluster.controller``)."""
+        try:
+            return self._ray.get(refs)
+        except self._ray.exceptions.RayActorError as err:
+            raise ServerLost(f"a kvstore server died: {type(err).__name__}") from err
+
     # ---- recovery ---------------------------------------------------------------------------
     def snapshot(self) -> list:
         """Every shard's state (values, optimizer states, progress), held by the caller so
@@ -344,7 +354,7 @@ class DistKVStore(KVStoreBase):
         snapshot: pushes from the servers' machine reach a server through its doorbell,
         not behind this call in the actor's queue, so the next step must not start before.
         """
-        return self._ray.get([s.snapshot.remote() for s in self.servers])
+        return self._get([s.snapshot.remote() for s in self.servers])
 
     def _new_server(self, shard: int) -> Any:
         """Start the KVServer actor of ``shard`` (named, placed by ``server_resources``)."""
@@ -362,6 +372,32 @@ class DistKVStore(KVStoreBase):
                 dead.append(shard)
         return dead
 
+    def restart_dead(self) -> list[int]:
+        """New servers, holding zeros, for the dead shards (before any snapshot exists: the
+        caller sets the values up again). Returns the replaced shards."""
+        dead = self.dead_shards()
+        for shard in dead:
+            zeros = self.layout.pack(shard, {k: np.zeros(*self.layout.keys[k][:2])
+                                             for k in {p.key for p in self.layout.shards[shard]}})
+            self.servers[shard] = self._configured_server(shard, zeros)
+        self._weights = None
+        self.generation += 1
+        return dead
+
+    def _configured_server(self, shard: int, buffers: Any) -> Any:
+        """A new server for ``shard`` holding ``buffers``, with this store's optimizer (or
+        updater), compression and correction keys."""
+        server = self._new_server(shard)
+        self._get(server.add.remote(self.layout.shards[shard], buffers))
+        calls = [server.set_compression.remote(self.compression_threshold),
+                 server.set_corrections.remote(self._corrections)]
+        if self._optimizer is not None:
+            calls.append(server.set_optimizer.remote(self._optimizer))
+        elif self._updater is not None:
+            calls.append(server.set_updater.remote(self._updater))
+        self._get(calls)
+        return server
+
     def restore(self, snapshot: list) -> list[int]:
         """Bring every shard back to a :meth:`snapshot`, starting new servers for dead ones.
 
@@ -369,17 +405,8 @@ class DistKVStore(KVStoreBase):
         """
         dead = self.dead_shards()
         for shard in dead:
-            server = self._new_server(shard)
-            self._ray.get(server.add.remote(self.layout.shards[shard],
-                                            snapshot[shard]["buffers"]))
-            if self._optimizer is not None:
-                server.set_optimizer.remote(self._optimizer)
-            elif self._updater is not None:
-                server.set_updater.remote(self._updater)
-            server.set_compression.remote(self.compression_threshold)
-            server.set_corrections.remote(self._corrections)
-            self.servers[shard] = server
-        self._ray.get([s.restore.remote(snap) for s, snap in zip(self.servers, snapshot)])
+            self.servers[shard] = self._configured_server(shard, snapshot[shard]["buffers"])
+        self._get([s.restore.remote(snap) for s, snap in zip(self.servers, snapshot)])
         self._weights = None
         self.generation += 1
         return dead
@@ -388,7 +415,7 @@ class DistKVStore(KVStoreBase):
     def finish_step(self, step: int, slice_ids: list[int]) -> None:
         """Close a sync step on every shard and keep the refs of the published values."""
         try:
-            refs = self._ray.get([s.finish.remote(step, slice_ids) for s in self.servers])
+            refs = self._get([s.finish.remote(step, slice_ids) for s in self.servers])
         except self._ray.exceptions.RayActorError as err:
             raise ServerLost(f"a kvstore server died: {err}") from err
         self._version += 1
@@ -401,13 +428,13 @@ class DistKVStore(KVStoreBase):
 
     def missing_slices(self, step: int, slice_ids: list[int]) -> list[int]:
         """Slices of ``step`` some shard has not received."""
-        per = self._ray.get([s.missing.remote(step, slice_ids) for s in self.servers])
+        per = self._get([s.missing.remote(step, slice_ids) for s in self.servers])
         return sorted(set().union(*per))
 
     # ---- run-ahead windows -------------------------------------------------------------------
     def _call_all(self, method: str, *args: Any) -> list:
         try:
-            return self._ray.get([getattr(s, method).remote(*args) for s in self.servers])
+            return self._get([getattr(s, method).remote(*args) for s in self.servers])
         except self._ray.exceptions.RayActorError as err:
             raise ServerLost(f"a kvstore server died: {type(err).__name__}") from err
 
@@ -418,7 +445,7 @@ class DistKVStore(KVStoreBase):
     def set_metric(self, metric: Any) -> None:
         """The metric whose per-slice states shard 0 folds into one state per step."""
         try:
-            self._ray.get(self.servers[0].set_metric.remote(metric))
+            self._get(self.servers[0].set_metric.remote(metric))
         except self._ray.exceptions.RayActorError as err:
             raise ServerLost(f"kvstore server 0 died: {type(err).__name__}") from err
 
@@ -427,7 +454,7 @@ class DistKVStore(KVStoreBase):
         folded by shard 0 (``{"merged": state}`` or ``{"parts": [...]}``); each step is
         handed over once."""
         try:
-            return self._ray.get(self.servers[0].take_metrics.remote(last_step))
+            return self._get(self.servers[0].take_metrics.remote(last_step))
         except self._ray.exceptions.RayActorError as err:
             raise ServerLost(f"kvstore server 0 died: {type(err).__name__}") from err
 
@@ -451,7 +478,7 @@ class DistKVStore(KVStoreBase):
         """``(version, [published per shard])``: per shard an object ref to its values, or
         a :class:`~raymod.kvstore.server.Published` block to read them from."""
         if self._weights is None:
-            refs = self._ray.get([s.published.remote() for s in self.servers])
+            refs = self._get([s.published.remote() for s in self.servers])
             self._version += 1
             self._weights = (self._version, [r[0] for r in refs])
         return self._weights
@@ -472,7 +499,7 @@ class DistKVStore(KVStoreBase):
 
     def _read_keys(self, keys: list) -> dict:
         shards = sorted({s for k in keys for s, _ in self.layout.pieces_of(k)})
-        got = dict(zip(shards, self._ray.get([self.servers[s].read.remote(keys)
+        got = dict(zip(shards, self._get([self.servers[s].read.remote(keys)
                                               for s in shards])))
         values = {}
         for k in keys:

@@ -559,21 +559,27 @@ class Module(BaseModule):
                                          1.0 / batch_size)
         self._optimizer, self._kvstore = optimizer, kv
         self._update_on_kvstore, self._updater = update_on_kvstore, None
-        if kv is not None:
+        if self._remote:  # one call: a server lost during it is replaced and it runs again
+            self._exec_group.setup_kvstore(kv, optimizer, update_on_kvstore, self._arg_params,
+                                           self._compression_params,
+                                           self._kvstore_corrections())
+        elif kv is not None:
             if self._compression_params:
                 kv.set_gradient_compression(self._compression_params)
             if update_on_kvstore:
                 kv.set_optimizer(optimizer)
             _initialize_kvstore(kv, self._exec_group.param_arrays, self._arg_params,
                                 self._param_names, update_on_kvstore)
-        if self._remote:
-            self._exec_group.attach_kvstore(kv, update_on_kvstore, optimizer)
         if not update_on_kvstore:
             self._updater = opt.get_updater(optimizer)
         self._stage = self._stage.after_optimizer()
         if self._preload_opt_states is not None:
             self.load_optimizer_states(self._preload_opt_states)
             self._preload_opt_states = None
+
+    def _kvstore_corrections(self) -> dict:
+        """Correction keys the servers add to keys' gradients (SVRGModule's full gradient)."""
+        return {}
 
     def _make_optimizer(self, optimizer: Any, optimizer_params: Any, update_on_kvstore: bool,
                         rescale_grad: float) -> opt.Optimizer:

@@ -185,17 +185,18 @@ class SVRGModule(Module):
             return
         self._full_grads_ready = False
         self._param_dict = self._zero_full_grads()
-        if self._remote:  # mu lives on the servers, added to each step's gradient there
-            self._kvstore.add_correction_keys(
-                {name: full_grad_key(name) for name in self._param_names
-                 if name not in self._fixed_param_names})
-            self._exec_group.attach_kvstore(self._kvstore, self._update_on_kvstore,
-                                            self._optimizer)
+        if self._remote:  # mu's keys were set up with the kvstore (_kvstore_corrections)
+            pass
         elif self._kvstore is not None:
             for name, grads in zip(self._exec_group.param_names, self._exec_group.grad_arrays):
                 if grads[0] is not None:
                     self._kvstore.init(full_grad_key(name),
                                        np.zeros_like(self._arg_params[name]))
+
+    def _kvstore_corrections(self) -> dict:
+        """On workers, mu lives on the servers, which add it to each step's gradient."""
+        return {name: full_grad_key(name) for name in self._param_names
+                if name not in self._fixed_param_names}
 
     def _make_optimizer(self, optimizer: Any, optimizer_params: Any, update_on_kvstore: bool,
                         rescale_grad: float) -> _SVRGOptimizer:
@@ -234,7 +235,8 @@ class SVRGModule(Module):
             means = {name: (total / count).astype(self._arg_params[name].dtype)
                      for name, total in sums.items()}
             # the servers' optimizer assigns full-gradient keys: mu replaces the old one
-            self._kvstore.push([full_grad_key(n) for n in means], list(means.values()))
+            self._exec_group.set_full_gradient([full_grad_key(n) for n in means],
+                                               list(means.values()))
             self._param_dict = [means]
             self._full_grads_ready = True
             return

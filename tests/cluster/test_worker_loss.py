@@ -80,11 +80,13 @@ def test_below_min_workers_waits_then_names_the_shortage(close_modules):
             [("data", (40, 16))], [("softmax_label", (40,))])
 
 
-def test_kvserver_killed_twice_loses_no_step(close_modules, monkeypatch):
+@pytest.mark.parametrize("run_ahead", [1, None])
+def test_kvserver_killed_twice_loses_no_step(close_modules, monkeypatch, run_ahead):
     monkeypatch.setenv("DMLC_NUM_SERVER", "2")
     monkeypatch.setattr("raymod.cluster.remote_group.SNAPSHOT_EVERY", 15)
     epochs = 4  # 80 steps
-    _, reference = fit(close_modules, epochs, workers=3)
+    workers = rm.Workers(3, run_ahead=run_ahead)
+    _, reference = fit(close_modules, epochs, workers=workers)
     kills = {22: 0, 61: 1}
 
     def on_batch(param):
@@ -92,7 +94,7 @@ def test_kvserver_killed_twice_loses_no_step(close_modules, monkeypatch):
         if shard is not None:
             ray.kill(param.locals["self"]._kvstore.servers[shard], no_restart=True)
 
-    mod, got = fit(close_modules, epochs, on_batch, workers=3)
+    mod, got = fit(close_modules, epochs, on_batch, workers=workers)
     assert_close(reference, got)
     recoveries = mod._exec_group.state.recoveries
     assert [r["shards"] for r in recoveries] == [[0], [1]]

@@ -466,6 +466,51 @@ def test_worker_killed_during_the_full_gradient_pass(ray_cluster, close_modules,
         np.testing.assert_allclose(b[name], a[name], atol=1e-5 * np.abs(a[name]).max())
 
 
+@pytest.mark.ray
+@pytest.mark.parametrize("when", ["pass", "mu"])
+def test_server_lost_during_the_full_gradient_pass(ray_cluster, close_modules, monkeypatch,
+                                                   when):
+    """The KVServer dies as the second epoch's full-gradient pass starts ("pass") or when
+    its mu is pushed ("mu"): the servers go back to the snapshot taken as the pass began,
+    and the run ends where the run without the loss ends."""
+    import ray
+    from raymod.cluster.remote_group import RayExecutorGroup
+    x, y = _least_squares_problem(rows=2000, cols=12)
+    reference = _fit_svrg(x, y, 2, 3, close_modules)
+    passes, killed = [], []
+
+    def kill(group):
+        if len(passes) == 2 and not killed:  # update_freq=2: the second pass (epoch 2)
+            killed.append(group.state.kv.servers[0])
+            ray.kill(killed[0], no_restart=True)
+
+    original_pass, original_mu = RayExecutorGroup._full_gradient, RayExecutorGroup.set_full_gradient
+
+    def full_gradient(group, batches):
+        passes.append(1)
+        if when == "pass":
+            kill(group)
+        return original_pass(group, batches)
+
+    def set_full_gradient(group, keys, means):
+        if when == "mu":
+            kill(group)
+        return original_mu(group, keys, means)
+
+    monkeypatch.setattr(RayExecutorGroup, "_full_gradient", full_gradient)
+    monkeypatch.setattr(RayExecutorGroup, "set_full_gradient", set_full_gradient)
+    got = _fit_svrg(x, y, 2, 3, close_modules)
+    assert killed
+    recovered = [e for e in got._pool.events if e["event"] == "kvserver_recovered"]
+    assert [(e["during"], e["shards"]) for e in recovered] == [("full_gradient", [0])]
+    for name, mu in reference._param_dict[0].items():
+        np.testing.assert_allclose(got._param_dict[0][name], mu, rtol=1e-6, atol=1e-9,
+                                   err_msg=name)
+    a, b = reference.get_params()[0], got.get_params()[0]
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], atol=1e-5 * np.abs(a[name]).max())
+
+
 class _DriverLost(Exception):
     """Stands for the driver dying: the module and everything in memory are dropped."""
 

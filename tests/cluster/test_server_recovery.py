@@ -1,0 +1,105 @@
+"""KVServers lost outside a training step: during ``init_optimizer`` (before any snapshot:
+the set-up runs again on a new server) and before ``get_params`` (restored from the
+driver's snapshot, the steps since replayed). Each run ends where the run without the loss
+ends."""
+import numpy as np
+import pytest
+import ray
+
+import raymod as rm
+import raymod.model
+
+from nets import mlp
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
+
+STEPS_PER_EPOCH = 10
+
+
+def data():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((STEPS_PER_EPOCH * 40, 16)).astype(np.float32)
+    y = (x[:, :10].argmax(axis=1)).astype(np.float32)
+    return rm.io.NDArrayIter(x, y, batch_size=40, shuffle=True, seed=2)
+
+
+def fit(close, workers=2, epochs=2, kvstore="dist_sync", on_batch=None):
+    rm.random.seed(1)
+    mod = rm.mod.Module(mlp(), workers=workers)
+    close(mod)
+    mod.fit(data(), num_epoch=epochs, kvstore=kvstore, batch_end_callback=on_batch,
+            optimizer_params={"learning_rate": 0.1, "momentum": 0.9},
+            initializer=rm.init.Xavier())
+    return mod, {k: v.copy() for k, v in mod.get_params()[0].items()}
+
+
+def assert_close(a, b, tol=1e-5):
+    for name in a:
+        err = np.abs(a[name] - b[name]).max() / max(np.abs(a[name]).max(), 1e-3)
+        assert err < tol, f"{name}: max relative difference {err:.2e}"
+
+
+@pytest.fixture(scope="module")
+def reference():
+    rm.random.seed(1)
+    mod = rm.mod.Module(mlp())
+    mod.fit(data(), num_epoch=2, optimizer_params={"learning_rate": 0.1, "momentum": 0.9},
+            initializer=rm.init.Xavier())
+    return mod.get_params()[0]
+
+
+def test_server_lost_in_the_middle_of_init_optimizer(close_modules, monkeypatch, reference):
+    """The server dies after it got the optimizer, before the initial values: a new one is
+    started, the whole set-up runs again, and training goes on as if nothing happened."""
+    original, killed = raymod.model._initialize_kvstore, []
+
+    def kill_then_initialize(kv, *args):
+        if not killed:
+            killed.append(kv.servers[0])
+            ray.kill(kv.servers[0], no_restart=True)
+        return original(kv, *args)
+
+    monkeypatch.setattr(raymod.model, "_initialize_kvstore", kill_then_initialize)
+    mod, got = fit(close_modules)
+    assert killed and mod._kvstore.servers[0] is not killed[0]
+    assert_close(reference, got)
+    recovered = [e for e in mod._pool.events if e["event"] == "kvserver_recovered"]
+    assert [(e["during"], e["shards"], e["snapshot_step"]) for e in recovered] == \
+        [("init_optimizer", [0], None)]
+    history = list(mod._pool.controller.history)
+    assert history[0]["event"] == "ServerDied(init_optimizer)"
+    assert (history[0]["from"], history[0]["to"]) == ("starting", "starting")
+    assert history[0]["actions"] == ["RestoreServers", "Retry"]
+    assert mod._pool.controller.phase is rm.cluster.controller.Phase.RUNNING
+
+
+def test_server_dead_before_init_optimizer(close_modules, reference):
+    """A store whose server died before the module used it (e.g. its node went away at
+    start-up): init_optimizer replaces it instead of failing in set_optimizer."""
+    kv = rm.kv.create("dist_sync")
+    ray.kill(kv.servers[0], no_restart=True)
+    rm.random.seed(1)
+    mod = rm.mod.Module(mlp(), workers=2)
+    close_modules(mod)
+    try:
+        mod.fit(data(), num_epoch=2, kvstore=kv,
+                optimizer_params={"learning_rate": 0.1, "momentum": 0.9},
+                initializer=rm.init.Xavier())
+        assert_close(reference, mod.get_params()[0])
+    finally:
+        kv.close()
+
+
+@pytest.mark.parametrize("run_ahead", [1, None])
+def test_server_lost_after_fit_is_restored_for_get_params(close_modules, reference, run_ahead):
+    """get_params after the server died: restored from the last snapshot, the steps since
+    replayed, so the values read are the trained ones."""
+    mod, _ = fit(close_modules, workers=rm.Workers(2, run_ahead=run_ahead))
+    ray.kill(mod._kvstore.servers[0], no_restart=True)
+    # what Module.get_params calls when the workers have trained since the last read
+    args, aux = {}, {}
+    mod._exec_group.get_params(args, aux)
+    assert_close(reference, args)
+    recovered = [e for e in mod._pool.events if e["event"] == "kvserver_recovered"]
+    assert [e["during"] for e in recovered] == ["get_params"]
+    assert recovered[0]["steps_replayed"] == 2 * STEPS_PER_EPOCH - 1 - recovered[0]["snapshot_step"]
