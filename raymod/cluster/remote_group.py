@@ -522,12 +522,14 @@ class RayExecutorGroup:
                 except ServerLost as err:
                     server_lost = err
                 except self.pool._ray.exceptions.GetTimeoutError as err:
-                    self.pool.hung([rank], "window abort")
-                    losses.add(self.pool.lost(rank, err, steps[0].step, during="window"),
-                               rank, 0)
+                    if rank in self.pool.workers:
+                        self.pool.hung([rank], "window abort")
+                        losses.add(self.pool.lost(rank, err, steps[0].step, during="window"),
+                                   rank, 0)
                 except self.pool._ray.exceptions.RayActorError as err:
-                    losses.add(self.pool.lost(rank, err, steps[0].step, during="window"),
-                               rank, 0)
+                    if rank in self.pool.workers:
+                        losses.add(self.pool.lost(rank, err, steps[0].step, during="window"),
+                                   rank, 0)
         self.pool.release_leaving()
         self._complete_after_failure(steps, losses, server_lost)
 
