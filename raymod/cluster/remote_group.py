@@ -987,6 +987,38 @@ class RayExecutorGroup:
         """Install ``monitor`` on every worker's executors (it prints in the worker's log)."""
         self.pool.broadcast("install_monitor", monitor, key="monitor")
 
+    # ---- module interface -------------------------------------------------------------------
+    def setup_kvstore(self, kv: Any, optimizer: Any, update_on_kvstore: bool,
+                      arg_params: dict, compression_params: dict | None) -> None:
+        """Everything ``Module.init_optimizer`` does with a new dist kvstore, in one call.
+
+        Sets the gradient compression (when ``compression_params``), gives the servers the
+        optimizer (with ``update_on_kvstore``), puts every parameter's value on the servers
+        and connects the workers to them (:meth:`attach_kvstore`).
+
+        Parameters
+        ----------
+        kv : KVStore
+            The dist kvstore (its servers are started).
+        optimizer : Optimizer
+            The module's optimizer: run by the servers with ``update_on_kvstore``, by every
+            worker otherwise.
+        update_on_kvstore : bool
+            Whether the servers run the optimizer.
+        arg_params : dict of str to array
+            The module's host parameter values, the servers' initial values.
+        compression_params : dict or None
+            Gradient compression, e.g. ``{'type': '2bit', 'threshold': 0.5}``.
+        """
+        from ..model import _initialize_kvstore  # the module interface's one dependency
+        if compression_params:
+            kv.set_gradient_compression(compression_params)
+        if update_on_kvstore:
+            kv.set_optimizer(optimizer)
+        _initialize_kvstore(kv, self.param_arrays, arg_params, self.param_names,
+                            update_on_kvstore)
+        self.attach_kvstore(kv, update_on_kvstore, optimizer)
+
 
 def _store(target: dict, name: str, value: np.ndarray) -> None:
     if name in target and target[name].shape == value.shape:
