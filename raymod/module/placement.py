@@ -6,7 +6,7 @@ here, behind one interface (:class:`Placement`), so the module never asks where 
 ==========================  =============================  ================================
 method                      :class:`InProcess`             :class:`OnWorkers`
 ==========================  =============================  ================================
-``check_shared``            same placement, enough devices same placement
+``check_shared``            same place, enough devices     same place
 ``make_group``              ``DataParallelExecutorGroup``  ``RayExecutorGroup`` on the pool
 ``check_trainable``         anything goes                  refuses an in-process group
 ``create_kvstore``          ``_create_kvstore``            ``_create_dist_kvstore``
