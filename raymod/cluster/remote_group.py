@@ -1001,7 +1001,6 @@ class RayExecutorGroup:
         """Install ``monitor`` on every worker's executors (it prints in the worker's log)."""
         self.pool.broadcast("install_monitor", monitor, key="monitor")
 
-
     # ---- servers guarded by the controller --------------------------------------------------
     def _with_servers(self, during: str, call: Callable[[], Any]) -> Any:
         """``call()``; a KVServer lost meanwhile is restored (see :meth:`_restore`) and the

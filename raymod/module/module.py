@@ -1,9 +1,10 @@
 """``Module``: a symbol, its executors on one or more devices, its parameters and optimizer.
 
-The module talks to its devices only through a
-:class:`~raymod.parallel.DataParallelExecutorGroup` (bind, reshape, forward, backward,
-parameter and output access), so another group with the same methods (e.g. one spread
-over Ray workers) can take its place.
+The module talks to its devices only through an executor group (bind, reshape, forward,
+backward, parameter and output access): a :class:`~raymod.parallel.DataParallelExecutorGroup`
+in process, or a ``RayExecutorGroup`` on Ray workers. What else differs between the two
+(making the group and the kvstore, running the update, fused fit steps) is the module's
+placement (:mod:`raymod.module.placement`), chosen once from ``workers=``.
 """
 from __future__ import annotations
 
@@ -21,8 +22,7 @@ from ..base import MXNetError
 from ..context import Context, as_numpy, cpu
 from ..initializer import InitDesc, Uniform
 from ..io import DataDesc
-from ..model import (_check_kvstore_arg, _create_dist_kvstore, _create_kvstore,
-                     _initialize_kvstore, _update_params, _update_params_on_kvstore)
+from ..model import _check_kvstore_arg
 from ..ndarray_io import atomic_write
 from ..cluster.workers import Workers
 from ..parallel import DataParallelExecutorGroup
@@ -30,6 +30,7 @@ from ..symbol import Symbol
 from .base_module import (BaseModule, _check_input_names, _check_optimizer_arg,
                           _parse_data_desc)
 from .lifecycle import Stage, StageError
+from .placement import Placement, placement_for
 
 __all__ = ["Module"]
 
@@ -84,6 +85,8 @@ class Module(BaseModule):
                  compression_params: dict | None = None, workers: Any = None):
         super().__init__(logger=logger)
         self._workers = Workers.coerce(workers)
+        # where the executors run: decided here, once; the module never asks again
+        self._placement: Placement = placement_for(self._workers)
         if not isinstance(symbol, Symbol):
             raise TypeError(f"symbol must be a Symbol, got {type(symbol).__name__}")
         contexts = [context] if isinstance(context, Context) else list(context)
@@ -124,13 +127,12 @@ class Module(BaseModule):
         self._exec_group: DataParallelExecutorGroup | None = None
         self._data_shapes: list | None = None
         self._label_shapes: list | None = None
-        self._pool = None
         self._owns_kvstore = False
 
     @property
-    def _remote(self) -> bool:
-        """Whether the executors run on Ray worker actors."""
-        return self._workers is not None
+    def _pool(self) -> Any:
+        """The Ray worker pool (None in process, or before the first bind on workers)."""
+        return self._placement.pool
 
     def close(self) -> None:
         """Stop this module's Ray worker actors and the KVServers it started (raymod
@@ -139,16 +141,7 @@ class Module(BaseModule):
         The parameter values stay on the host (``get_params`` still works after a bind);
         the module must be bound again before further training.
         """
-        if self._pool is not None:
-            if self._exec_group is not None and self._params_dirty:
-                self._sync_params_from_devices()  # keep the trained values on the host
-            self._pool.shutdown()
-            self._pool = None
-            if self._owns_kvstore:  # made from a type name by init_optimizer: its servers too
-                self._kvstore.close()
-                self._kvstore, self._owns_kvstore = None, False
-            self._exec_group = None
-            self._stage = Stage.PARAMS_LOADED if self._stage.params_initialized else Stage.CREATED
+        self._placement.close(self)
 
     @classmethod
     def load(cls, prefix: str, epoch: int, load_optimizer_states: bool = False,
@@ -396,20 +389,13 @@ class Module(BaseModule):
         data_descs, label_descs = _parse_data_desc(self._data_names, self._label_names,
                                                    data_shapes, label_shapes)
         label_descs = self._bindable_labels(label_descs)
-        shared_group = self._shared_group(shared_module)
+        self._check_shared(shared_module)
         if self._stage.params_initialized and shared_module is None:
             self._check_param_names(self._arg_params, self._aux_params, False, False)
             if self.binded and self._params_dirty:
                 self._sync_params_from_devices()
-        if self._remote:
-            group = self._remote_group(data_descs, label_descs, for_training, inputs_need_grad,
-                                       shared_module, grad_req)
-        else:
-            group = DataParallelExecutorGroup(
-                self._symbol, self._context, self._work_load_list, data_descs, label_descs,
-                self._param_names, for_training, inputs_need_grad, shared_group,
-                logger=self.logger, fixed_param_names=self._fixed_param_names,
-                grad_req=grad_req, state_names=self._state_names, group2ctxs=self._group2ctxs)
+        group = self._placement.make_group(self, data_descs, label_descs, for_training,
+                                           inputs_need_grad, shared_module, grad_req)
         self._commit_bind(group, data_descs, label_descs, for_training, inputs_need_grad,
                           grad_req, shared_module)
 
@@ -423,22 +409,6 @@ class Module(BaseModule):
         self._data_shapes = None
         self._label_shapes = None
 
-    def _remote_group(self, data_descs: list, label_descs: list | None, for_training: bool,
-                      inputs_need_grad: bool, shared_module: "Module | None",
-                      grad_req: Any) -> Any:
-        """A RayExecutorGroup on this module's worker pool (or the shared module's)."""
-        from ..cluster.pool import WorkerPool
-        from ..cluster.remote_group import RayExecutorGroup
-        if shared_module is not None:
-            self._pool = shared_module._pool
-        elif self._pool is None:
-            self._pool = WorkerPool(self._workers, logger=None)
-        return RayExecutorGroup(
-            self._symbol, self._pool, data_descs, label_descs, self._param_names, for_training,
-            inputs_need_grad, None if shared_module is None else shared_module._exec_group,
-            logger=self.logger, fixed_param_names=self._fixed_param_names, grad_req=grad_req,
-            state_names=self._state_names)
-
     def _bindable_labels(self, label_descs: list | None) -> list | None:
         """Label descriptors of labels the symbol takes (others are dropped, after a warning)."""
         if label_descs is None:
@@ -447,22 +417,16 @@ class Module(BaseModule):
         kept = [d for d in label_descs if d.name in args]
         return kept or None
 
-    def _shared_group(self, shared_module: "Module | None") -> Any:
+    def _check_shared(self, shared_module: "Module | None") -> None:
+        """Raise unless ``shared_module`` (when given) can share its parameters with this one."""
         if shared_module is None:
-            return None
+            return
         if not isinstance(shared_module, Module):
             raise TypeError(f"shared_module must be a Module, got {type(shared_module).__name__}")
         shared_module._require(Stage.PARAMS_READY, "sharing it with bind(shared_module=...)")
-        if shared_module._remote != self._remote:
-            raise ValueError("shared_module must run where this module runs (both on "
-                             "workers or both in process)")
-        if self._remote:
-            return shared_module._exec_group
-        if len(shared_module._exec_group.execs) < len(self._context):
-            raise ValueError("shared_module runs on fewer devices than this module")
-        return shared_module._exec_group
+        self._placement.check_shared(self, shared_module)
 
-    def _commit_bind(self, group: DataParallelExecutorGroup, data_descs: list,
+    def _commit_bind(self, group: Any, data_descs: list,
                      label_descs: list | None, for_training: bool, inputs_need_grad: bool,
                      grad_req: Any, shared_module: "Module | None") -> None:
         """Adopt a successfully built executor group and bring parameters onto it."""
@@ -539,37 +503,16 @@ class Module(BaseModule):
             return
         _check_kvstore_arg(kvstore)
         _check_optimizer_arg(optimizer)
-        if self._remote and isinstance(self._exec_group, DataParallelExecutorGroup):
-            raise MXNetError(
-                f"{type(self).__name__}(workers={self._workers!r}) holds an in-process "
-                "DataParallelExecutorGroup (made by an overridden bind): it cannot train on "
-                "workers. Let Module.bind make the group (call super().bind(...)) or drop "
-                "workers= (see 'Subclassing modules' in docs/architecture.md)")
+        placement = self._placement
+        placement.check_trainable(self)
         if self._params_dirty:
             self._sync_params_from_devices()
-        if self._remote:
-            kv, update_on_kvstore = _create_dist_kvstore(kvstore, self.logger)
-            self._owns_kvstore = kv is not kvstore
-        else:
-            kv, update_on_kvstore = _create_kvstore(kvstore, len(self._context), self._arg_params)
-        batch_size = self._exec_group.batch_size
-        if not self._remote and kv is not None and "dist" in kv.type and "_sync" in kv.type:
-            batch_size *= kv.num_workers  # MXNet: each worker process binds its own batch
+        kv, update_on_kvstore, self._owns_kvstore = placement.create_kvstore(self, kvstore)
         optimizer = self._make_optimizer(optimizer, optimizer_params, update_on_kvstore,
-                                         1.0 / batch_size)
+                                         1.0 / placement.batch_size(self, kv))
         self._optimizer, self._kvstore = optimizer, kv
         self._update_on_kvstore, self._updater = update_on_kvstore, None
-        if self._remote:  # one call: a server lost during it is replaced and it runs again
-            self._exec_group.setup_kvstore(kv, optimizer, update_on_kvstore, self._arg_params,
-                                           self._compression_params,
-                                           self._kvstore_corrections())
-        elif kv is not None:
-            if self._compression_params:
-                kv.set_gradient_compression(self._compression_params)
-            if update_on_kvstore:
-                kv.set_optimizer(optimizer)
-            _initialize_kvstore(kv, self._exec_group.param_arrays, self._arg_params,
-                                self._param_names, update_on_kvstore)
+        placement.setup_kvstore(self, kv, optimizer, update_on_kvstore)
         if not update_on_kvstore:
             self._updater = opt.get_updater(optimizer)
         self._stage = self._stage.after_optimizer()
@@ -638,9 +581,7 @@ class Module(BaseModule):
         self._require(Stage.OPTIMIZER_READY, "save_optimizer_states")
         if self._update_on_kvstore:
             return self._kvstore.get_optimizer_states()
-        if self._remote:
-            return self._exec_group.get_updater_states()
-        return self._updater.get_states()
+        return self._placement.updater_states(self)
 
     def load_optimizer_states(self, fname: str) -> None:
         """Load optimizer states saved by :meth:`save_optimizer_states`.
@@ -658,10 +599,8 @@ class Module(BaseModule):
         self._require(Stage.OPTIMIZER_READY, "load_optimizer_states")
         if self._update_on_kvstore:  # the kvstore's updater indexes by parameter name
             self._kvstore.set_optimizer_states(self._rekeyed(blob, by_name=True))
-        elif self._remote:
-            self._exec_group.set_updater_states(self._rekeyed(blob, by_name=False))
         else:
-            self._updater.set_states(self._rekeyed(blob, by_name=False))
+            self._placement.set_updater_states(self, self._rekeyed(blob, by_name=False))
 
     def _rekeyed(self, blob: bytes, by_name: bool) -> bytes:
         """States re-indexed for this module's updater, so files move between set-ups.
@@ -714,10 +653,9 @@ class Module(BaseModule):
     def _forward_pre_sliced(self, batches: list, is_train: bool | None) -> None:
         """Forward on a list of one batch per device (MXNet's pre-sliced input); the
         batches together must have the bound shapes (no implicit reshape)."""
-        if self._remote:
-            raise NotImplementedError(
-                "forward with a list of per-device batches is not supported on workers "
-                "(workers= cuts the global batch itself); pass one DataBatch")
+        self._placement.check_pre_sliced(
+            "forward with a list of per-device batches is not supported on workers "
+            "(workers= cuts the global batch itself); pass one DataBatch")
         if not batches:
             raise ValueError("forward got an empty list of batches")
         rows = [sum(b.data[k].shape[0] for b in batches) for k in range(len(batches[0].data))]
@@ -774,16 +712,7 @@ class Module(BaseModule):
         """
         self._require(Stage.OPTIMIZER_READY, "update")
         self._params_dirty = True
-        group = self._exec_group
-        if self._remote:
-            group.update()
-        elif self._update_on_kvstore:
-            _update_params_on_kvstore(group.param_arrays, group.grad_arrays, self._kvstore,
-                                      group.param_names)
-        else:
-            _update_params(group.param_arrays, group.grad_arrays, updater=self._updater,
-                           num_device=len(self._context), kvstore=self._kvstore,
-                           param_names=group.param_names)
+        self._placement.update(self)
 
     # the step methods a worker's fused step stands in for
     _STEP_METHODS = ("forward_backward", "forward", "backward", "update", "update_metric")
@@ -797,30 +726,28 @@ class Module(BaseModule):
 
     def _fit_batch(self, data_batch: Any, eval_metric: Any,
                    on_done: Callable[[], None] | None = None) -> None:
-        """On workers, the whole step is one call per worker (see ``RayExecutorGroup``), or
-        part of one when the workers run ahead (``on_done`` runs when it completes); unless
-        a user's subclass overrides a step method: then fit calls its methods, as MXNet's
-        fit does (one call per worker and method)."""
-        if not self._remote or self._user_step_override() is not None:
+        """Where the placement fuses steps (on workers), the whole step is one call per
+        worker (see ``RayExecutorGroup``), or part of one when the workers run ahead
+        (``on_done`` runs when it completes); otherwise fit calls the step methods, as
+        MXNet's fit does."""
+        if not self._placement.fuses_steps(self):
             super()._fit_batch(data_batch, eval_metric, on_done)
             return
         self._require(Stage.OPTIMIZER_READY, "fit")
         if _input_shapes(data_batch) != tuple(d.shape for d in self._data_shapes):
             self.reshape(*self._shapes_of(data_batch, list(data_batch.data)))
         self._params_dirty = True
-        self._exec_group.train_step(data_batch, eval_metric, on_done=on_done,
-                                    **self._remote_step_options())
+        self._placement.fit_step(self, data_batch, eval_metric, on_done,
+                                 self._fused_step_options())
 
     def _fit_defers_steps(self) -> bool:
-        return (self._remote and self._user_step_override() is None
-                and self._exec_group._runs_ahead())
+        return self._placement.defers_steps(self)
 
     def _fit_drain(self) -> None:
-        if self._remote:
-            self._exec_group.drain()
+        self._placement.drain(self)
 
-    def _remote_step_options(self) -> dict:
-        """Extra options of this module's fused worker step (SVRGModule adds its own)."""
+    def _fused_step_options(self) -> dict:
+        """Extra options of this module's fused step (SVRGModule adds its own)."""
         return {}
 
     def get_outputs(self, merge_multi_context: bool = True) -> list:
@@ -885,9 +812,9 @@ class Module(BaseModule):
             Whether ``labels`` are already split per device.
         """
         self._require(Stage.BOUND, "update_metric")
-        if pre_sliced and self._remote:  # the workers' slices are not the caller's devices
-            raise NotImplementedError("update_metric(pre_sliced=True) is not supported on "
-                                      "workers; pass the whole batch's labels")
+        if pre_sliced:
+            self._placement.check_pre_sliced("update_metric(pre_sliced=True) is not supported "
+                                             "on workers; pass the whole batch's labels")
         self._exec_group.update_metric(eval_metric, labels, pre_sliced)
 
     def install_monitor(self, mon: Any) -> None:

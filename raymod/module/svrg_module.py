@@ -6,8 +6,10 @@ gradient). Each step then follows ``g_b(w) - g_b(w~) + mu`` instead of ``g_b(w)`
 expectation, but a variance that vanishes as ``w`` and ``w~`` approach the optimum, so a
 constant learning rate converges linearly instead of stalling at a noise floor.
 
-The snapshot lives in an auxiliary :class:`Module` (``_mod_aux``) bound like the main one;
-every training forward/backward runs both on the same batch. ``fit`` is BaseModule's loop:
+In process the snapshot lives in an auxiliary :class:`Module` (``_mod_aux``) bound like the
+main one; every training forward/backward runs both on the same batch. On Ray workers
+(``workers=``) each worker keeps ``w~`` and the KVServers keep ``mu``; the two strategies are
+in :mod:`raymod.module.svrg_placement`, chosen once with the module. ``fit`` is BaseModule's loop:
 only the ``_fit_begin_epoch`` hook is overridden, to refresh ``w~`` and ``mu`` every
 ``update_freq`` epochs.
 
@@ -36,11 +38,12 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..context import array_module, as_numpy, context_of, cpu
+from ..context import cpu
 from ..optimizer.svrg import FULL_GRAD_PREFIX, _SVRGOptimizer, full_grad_key
 from ..symbol import Symbol
 from .lifecycle import Stage, StageError
 from .module import Module
+from .svrg_placement import SVRGStrategy, svrg_strategy_for
 
 __all__ = ["SVRGModule", "FullGradPartial"]
 
@@ -138,7 +141,8 @@ class SVRGModule(Module):
             raise ValueError(f"SVRGModule: parameter names {reserved} start with "
                              f"{FULL_GRAD_PREFIX!r}, which is reserved for full-gradient keys")
         self.update_freq = int(update_freq)
-        self._mod_aux = Module(**args)  # holds the snapshot weights w~
+        self._mod_aux = Module(**args)  # holds the snapshot weights w~ (in process)
+        self._svrg: SVRGStrategy = svrg_strategy_for(self._placement)  # where w~ and mu live
         self._ctx_len = len(self._context)
         self._param_dict: list[dict] | None = None  # per device: name -> this device's mu
         self._full_grads_ready = False  # mu computed (or restored), not the initial zeros
@@ -157,10 +161,9 @@ class SVRGModule(Module):
         ignored = self.binded and not force_rebind  # Module warns and returns
         super().bind(data_shapes, label_shapes, for_training, inputs_need_grad, force_rebind,
                      shared_module, grad_req)
-        if for_training and not ignored and not self._remote:  # workers keep w~ themselves
+        if for_training and not ignored:
             shared_aux = shared_module._mod_aux if isinstance(shared_module, SVRGModule) else None
-            self._mod_aux.bind(data_shapes, label_shapes, True, False, force_rebind,
-                               shared_aux, grad_req)
+            self._svrg.bind(self, data_shapes, label_shapes, force_rebind, shared_aux, grad_req)
 
     def reshape(self, data_shapes: Any, label_shapes: Any = None) -> None:
         """Reshape both modules for new input shapes (see :meth:`Module.reshape`)."""
@@ -185,13 +188,7 @@ class SVRGModule(Module):
             return
         self._full_grads_ready = False
         self._param_dict = self._zero_full_grads()
-        if self._remote:  # mu's keys were set up with the kvstore (_kvstore_corrections)
-            pass
-        elif self._kvstore is not None:
-            for name, grads in zip(self._exec_group.param_names, self._exec_group.grad_arrays):
-                if grads[0] is not None:
-                    self._kvstore.init(full_grad_key(name),
-                                       np.zeros_like(self._arg_params[name]))
+        self._svrg.init_full_grads(self)
 
     def _kvstore_corrections(self) -> dict:
         """On workers, mu lives on the servers, which add it to each step's gradient."""
@@ -207,13 +204,9 @@ class SVRGModule(Module):
 
     # ---- full gradients ---------------------------------------------------------------------
     def _zero_full_grads(self) -> list[dict]:
-        """Per device, a zero full gradient for every parameter, on that device."""
-        if self._remote:
-            return [{n: np.zeros_like(a) for n, a in self._arg_params.items()}]
-        group = self._exec_group
-        return [{name: array_module(context_of(arrays[k])).zeros_like(arrays[k])
-                 for name, arrays in zip(group.param_names, group.param_arrays)}
-                for k in range(self._ctx_len)]
+        """Per device, a zero full gradient for every parameter, on that device (on
+        workers: one host dict)."""
+        return self._svrg.zero_full_grads(self)
 
     def update_full_grads(self, train_data: Any) -> None:
         """Take the snapshot ``w~ = w`` and compute the full gradient ``mu`` at it.
@@ -229,24 +222,7 @@ class SVRGModule(Module):
             The training data; it is reset first and left exhausted.
         """
         self._require(Stage.OPTIMIZER_READY, "update_full_grads")
-        if self._remote:
-            train_data.reset()
-            sums, count = self._exec_group.full_gradient(train_data)
-            means = {name: (total / count).astype(self._arg_params[name].dtype)
-                     for name, total in sums.items()}
-            # the servers' optimizer assigns full-gradient keys: mu replaces the old one
-            self._exec_group.set_full_gradient([full_grad_key(n) for n in means],
-                                               list(means.values()))
-            self._param_dict = [means]
-            self._full_grads_ready = True
-            return
-        if not self._mod_aux.binded:
-            raise StageError("call bind(..., for_training=True) before update_full_grads")
-        arg_params, aux_params = self.get_params()
-        self._mod_aux.set_params(arg_params, aux_params)
-        self._aux_step = None  # the pass overwrites the snapshot's gradients of the last batch
-        train_data.reset()
-        self._set_full_grads(self._full_grad_partial(train_data))
+        self._svrg.update_full_grads(self, train_data)
 
     def _full_grad_partial(self, batches: Iterable) -> FullGradPartial:
         """The snapshot module's summed gradients over ``batches`` (one part of a full pass)."""
@@ -327,12 +303,8 @@ class SVRGModule(Module):
         """
         self._require(Stage.PARAMS_READY, "forward")
         training = self.for_training if is_train is None else is_train
-        if training and self._remote:
-            raise NotImplementedError("SVRGModule on workers trains through fit(), which runs "
-                                      "each step as one call per worker; forward(is_train="
-                                      "False) works for inference")
         if training:
-            self._require_snapshot()
+            self._svrg.check_training_forward(self)
         self._aux_step = None
         super().forward(data_batch, is_train)
         if training:
@@ -355,18 +327,7 @@ class SVRGModule(Module):
         the first :meth:`update_full_grads`.
         """
         self._require(Stage.OPTIMIZER_READY, "update")
-        if self._remote:
-            raise NotImplementedError("SVRGModule on workers trains through fit(), which runs "
-                                      "each step as one call per worker")
-        self._aux_step = None
-        aux_grads = self._mod_aux._exec_group.grad_arrays
-        for name, grads, snap in zip(self._exec_group.param_names,
-                                     self._exec_group.grad_arrays, aux_grads):
-            if grads[0] is None:
-                continue
-            for k, (g, s) in enumerate(zip(grads, snap)):
-                g -= s  # in place: the kvstore and updater read these very arrays
-                g += self._param_dict[k][name]
+        self._svrg.correct_gradients(self)
         super().update()
 
     # ---- checkpoints of fit --------------------------------------------------------------
@@ -375,16 +336,7 @@ class SVRGModule(Module):
         gradient ``mu`` (``full_grad:<device>:<name>``; on workers ``full_grad:<name>``)."""
         if not self._full_grads_ready:
             return {}
-        if self._remote:
-            arrays = {f"snapshot:{n}": v for n, v in self._exec_group.snapshot_values().items()}
-            arrays.update({f"full_grad:{n}": v for n, v in self._param_dict[0].items()})
-            return arrays
-        args, aux = self._mod_aux.get_params()
-        arrays = {f"snapshot:{n}": v for n, v in args.items()}
-        arrays.update({f"snapshot_aux:{n}": v for n, v in aux.items()})
-        for k, means in enumerate(self._param_dict):
-            arrays.update({f"full_grad:{k}:{n}": as_numpy(v) for n, v in means.items()})
-        return arrays
+        return self._svrg.state_arrays(self)
 
     def _set_fit_state_arrays(self, arrays: dict, position: dict) -> None:
         """Take back ``w~`` and ``mu``; a run resumed inside an epoch keeps them for the rest
@@ -395,26 +347,11 @@ class SVRGModule(Module):
         snapshot, mu = part("snapshot:"), part("full_grad:")
         if not snapshot:  # saved before the first full-gradient pass
             return
-        if self._remote:
-            self._exec_group.set_snapshot(snapshot)
-            self._kvstore.push([full_grad_key(n) for n in mu], list(mu.values()))
-            self._param_dict = [mu]
-        else:
-            self._mod_aux.set_params(snapshot, part("snapshot_aux:"))
-            devices = {int(key.split(":", 1)[0]) for key in mu}
-            if devices != set(range(self._ctx_len)):
-                raise ValueError(f"the checkpoint's full gradient is for {len(devices)} "
-                                 f"device(s), this module has {self._ctx_len}")
-            grads = dict(zip(self._exec_group.param_names, self._exec_group.grad_arrays))
-            self._param_dict = [{} for _ in range(self._ctx_len)]
-            for key, value in mu.items():
-                k, name = key.split(":", 1)
-                xp = array_module(context_of(grads[name][int(k)]))
-                self._param_dict[int(k)][name] = xp.asarray(value)
+        self._svrg.set_state_arrays(self, snapshot, part("snapshot_aux:"), mu)
         self._full_grads_ready = True
         self._keep_full_grads = position["nbatch"] > 0
 
-    def _remote_step_options(self) -> dict:
+    def _fused_step_options(self) -> dict:
         """Workers push ``g(w) - g(w~)``; the servers add ``mu``."""
         self._require_full_grads("a training step")
         return {"svrg": True}

@@ -1,0 +1,271 @@
+"""Where a :class:`~raymod.module.Module` runs its executors, chosen once in ``__init__``.
+
+A ``Module`` is the same driver in process and on Ray workers; what differs is gathered
+here, behind one interface (:class:`Placement`), so the module never asks where it runs:
+
+==========================  =============================  ================================
+method                      :class:`InProcess`             :class:`OnWorkers`
+==========================  =============================  ================================
+``check_shared``            same place, enough devices     same place
+``make_group``              ``DataParallelExecutorGroup``  ``RayExecutorGroup`` on the pool
+``check_trainable``         anything goes                  refuses an in-process group
+``create_kvstore``          ``_create_kvstore``            ``_create_dist_kvstore``
+``batch_size``              x workers for ``dist_sync``    the global batch as bound
+``setup_kvstore``           compression, optimizer, keys   ``group.setup_kvstore`` (1 call)
+``update``                  ``_update_params*`` here       ``group.update()``
+``updater_states``          the module's ``_updater``      the workers' updaters
+``set_updater_states``      the module's ``_updater``      the workers' updaters
+``fuses_steps``             never                          unless a step method is overridden
+``fit_step``                (not called)                   ``group.train_step``
+``defers_steps``            never                          when the workers run ahead
+``drain``                   nothing                        ``group.drain()``
+``check_pre_sliced``        allowed                        NotImplementedError
+``close``                   nothing                        stop workers and owned servers
+``pool``                    None                           the ``WorkerPool``
+==========================  =============================  ================================
+
+The kvstore's optimizer states (``update_on_kvstore``) are read and written by the module
+itself: they live on the kvstore in both places.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .. import optimizer as opt
+from ..base import MXNetError
+from ..model import (_create_dist_kvstore, _create_kvstore, _initialize_kvstore,
+                     _update_params, _update_params_on_kvstore)
+from ..parallel import DataParallelExecutorGroup
+from .lifecycle import Stage
+
+__all__ = ["Placement", "InProcess", "OnWorkers", "placement_for"]
+
+
+class Placement:
+    """What differs between running a module's executors in process and on workers.
+
+    Every method takes the module it serves (``mod``): a placement holds only what is its
+    own (the worker pool), the module keeps its MXNet-visible attributes.
+    """
+
+    #: the Ray worker pool, None in process
+    pool: Any = None
+
+    # ---- binding ----------------------------------------------------------------------------
+    def check_shared(self, mod: Any, shared_module: Any) -> None:
+        """Raise ValueError unless ``shared_module`` runs where ``mod`` runs."""
+        if type(shared_module._placement) is not type(self):
+            raise ValueError("shared_module must run where this module runs (both on "
+                             "workers or both in process)")
+
+    def make_group(self, mod: Any, data_descs: list, label_descs: list | None,
+                   for_training: bool, inputs_need_grad: bool, shared_module: Any,
+                   grad_req: Any) -> Any:
+        """The executor group for these shapes (sharing ``shared_module``'s when given)."""
+        raise NotImplementedError
+
+    # ---- optimizer --------------------------------------------------------------------------
+    def check_trainable(self, mod: Any) -> None:
+        """Raise MXNetError when ``mod``'s group cannot train here."""
+
+    def create_kvstore(self, mod: Any, kvstore: Any) -> tuple[Any, bool, bool]:
+        """``(kvstore or None, update_on_kvstore, made_here)`` for ``init_optimizer``'s
+        ``kvstore`` argument; ``made_here``: the module made it and must close it."""
+        raise NotImplementedError
+
+    def batch_size(self, mod: Any, kv: Any) -> int:
+        """The batch size behind ``rescale_grad = 1 / batch_size``."""
+        return mod._exec_group.batch_size
+
+    def setup_kvstore(self, mod: Any, kv: Any, optimizer: opt.Optimizer,
+                      update_on_kvstore: bool) -> None:
+        """Compression, the kvstore's optimizer and initial values; connect the devices."""
+        raise NotImplementedError
+
+    # ---- the step ---------------------------------------------------------------------------
+    def update(self, mod: Any) -> None:
+        """Apply the optimizer to the last backward's gradients."""
+        raise NotImplementedError
+
+    def updater_states(self, mod: Any) -> bytes:
+        """The local updaters' optimizer states (not ``update_on_kvstore``)."""
+        raise NotImplementedError
+
+    def set_updater_states(self, mod: Any, blob: bytes) -> None:
+        """Load the local updaters' optimizer states (not ``update_on_kvstore``)."""
+        raise NotImplementedError
+
+    def fuses_steps(self, mod: Any) -> bool:
+        """Whether ``fit`` runs each step as one :meth:`fit_step` instead of the module's
+        step methods."""
+        return False
+
+    def fit_step(self, mod: Any, data_batch: Any, eval_metric: Any,
+                 on_done: Callable[[], None] | None, options: dict) -> None:
+        """One fused training step (only where :meth:`fuses_steps`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no fused step")
+
+    def defers_steps(self, mod: Any) -> bool:
+        """Whether a fused step may complete after ``fit_step`` returns."""
+        return False
+
+    def drain(self, mod: Any) -> None:
+        """Wait until every deferred step has completed."""
+
+    def check_pre_sliced(self, message: str) -> None:
+        """Raise NotImplementedError(``message``) where input already split per device is
+        not supported."""
+
+    # ---- end --------------------------------------------------------------------------------
+    def close(self, mod: Any) -> None:
+        """Release what the placement started for ``mod`` (see ``Module.close``)."""
+
+
+class InProcess(Placement):
+    """Executors in this process, over the module's ``context`` (MXNet's Module)."""
+
+    def check_shared(self, mod: Any, shared_module: Any) -> None:
+        super().check_shared(mod, shared_module)
+        if len(shared_module._exec_group.execs) < len(mod._context):
+            raise ValueError("shared_module runs on fewer devices than this module")
+
+    def make_group(self, mod: Any, data_descs: list, label_descs: list | None,
+                   for_training: bool, inputs_need_grad: bool, shared_module: Any,
+                   grad_req: Any) -> DataParallelExecutorGroup:
+        shared_group = None if shared_module is None else shared_module._exec_group
+        return DataParallelExecutorGroup(
+            mod._symbol, mod._context, mod._work_load_list, data_descs, label_descs,
+            mod._param_names, for_training, inputs_need_grad, shared_group,
+            logger=mod.logger, fixed_param_names=mod._fixed_param_names,
+            grad_req=grad_req, state_names=mod._state_names, group2ctxs=mod._group2ctxs)
+
+    def create_kvstore(self, mod: Any, kvstore: Any) -> tuple[Any, bool, bool]:
+        kv, update_on_kvstore = _create_kvstore(kvstore, len(mod._context), mod._arg_params)
+        return kv, update_on_kvstore, False
+
+    def batch_size(self, mod: Any, kv: Any) -> int:
+        batch_size = mod._exec_group.batch_size
+        if kv is not None and "dist" in kv.type and "_sync" in kv.type:
+            batch_size *= kv.num_workers  # MXNet: each worker process binds its own batch
+        return batch_size
+
+    def setup_kvstore(self, mod: Any, kv: Any, optimizer: opt.Optimizer,
+                      update_on_kvstore: bool) -> None:
+        if kv is None:
+            return
+        if mod._compression_params:
+            kv.set_gradient_compression(mod._compression_params)
+        if update_on_kvstore:
+            kv.set_optimizer(optimizer)
+        _initialize_kvstore(kv, mod._exec_group.param_arrays, mod._arg_params,
+                            mod._param_names, update_on_kvstore)
+
+    def update(self, mod: Any) -> None:
+        group = mod._exec_group
+        if mod._update_on_kvstore:
+            _update_params_on_kvstore(group.param_arrays, group.grad_arrays, mod._kvstore,
+                                      group.param_names)
+        else:
+            _update_params(group.param_arrays, group.grad_arrays, updater=mod._updater,
+                           num_device=len(mod._context), kvstore=mod._kvstore,
+                           param_names=group.param_names)
+
+    def updater_states(self, mod: Any) -> bytes:
+        return mod._updater.get_states()
+
+    def set_updater_states(self, mod: Any, blob: bytes) -> None:
+        mod._updater.set_states(blob)
+
+
+class OnWorkers(Placement):
+    """Executors on Ray worker actors (``Module(..., workers=...)``).
+
+    Parameters
+    ----------
+    workers : Workers
+        The pool's specification; the pool itself starts at the first bind.
+    """
+
+    def __init__(self, workers: Any):
+        self.workers = workers
+        self.pool = None
+
+    def make_group(self, mod: Any, data_descs: list, label_descs: list | None,
+                   for_training: bool, inputs_need_grad: bool, shared_module: Any,
+                   grad_req: Any) -> Any:
+        """A RayExecutorGroup on this module's worker pool (or the shared module's)."""
+        from ..cluster.pool import WorkerPool  # Ray is imported only when workers are used
+        from ..cluster.remote_group import RayExecutorGroup
+        if shared_module is not None:
+            self.pool = shared_module._placement.pool
+        elif self.pool is None:
+            self.pool = WorkerPool(self.workers, logger=None)
+        return RayExecutorGroup(
+            mod._symbol, self.pool, data_descs, label_descs, mod._param_names, for_training,
+            inputs_need_grad, None if shared_module is None else shared_module._exec_group,
+            logger=mod.logger, fixed_param_names=mod._fixed_param_names, grad_req=grad_req,
+            state_names=mod._state_names)
+
+    def check_trainable(self, mod: Any) -> None:
+        if isinstance(mod._exec_group, DataParallelExecutorGroup):
+            raise MXNetError(
+                f"{type(mod).__name__}(workers={self.workers!r}) holds an in-process "
+                "DataParallelExecutorGroup (made by an overridden bind): it cannot train on "
+                "workers. Let Module.bind make the group (call super().bind(...)) or drop "
+                "workers= (see 'Subclassing modules' in docs/architecture.md)")
+
+    def create_kvstore(self, mod: Any, kvstore: Any) -> tuple[Any, bool, bool]:
+        kv, update_on_kvstore = _create_dist_kvstore(kvstore, mod.logger)
+        return kv, update_on_kvstore, kv is not kvstore
+
+    def setup_kvstore(self, mod: Any, kv: Any, optimizer: opt.Optimizer,
+                      update_on_kvstore: bool) -> None:
+        mod._exec_group.setup_kvstore(kv, optimizer, update_on_kvstore, mod._arg_params,
+                                      mod._compression_params, mod._kvstore_corrections())
+
+    def update(self, mod: Any) -> None:
+        mod._exec_group.update()
+
+    def updater_states(self, mod: Any) -> bytes:
+        return mod._exec_group.get_updater_states()
+
+    def set_updater_states(self, mod: Any, blob: bytes) -> None:
+        mod._exec_group.set_updater_states(blob)
+
+    def fuses_steps(self, mod: Any) -> bool:
+        """On workers the whole step is one call per worker (see ``RayExecutorGroup``),
+        unless a user's subclass overrides a step method: then fit calls its methods, as
+        MXNet's fit does (one call per worker and method)."""
+        return mod._user_step_override() is None
+
+    def fit_step(self, mod: Any, data_batch: Any, eval_metric: Any,
+                 on_done: Callable[[], None] | None, options: dict) -> None:
+        mod._exec_group.train_step(data_batch, eval_metric, on_done=on_done, **options)
+
+    def defers_steps(self, mod: Any) -> bool:
+        return self.fuses_steps(mod) and mod._exec_group._runs_ahead()
+
+    def drain(self, mod: Any) -> None:
+        mod._exec_group.drain()
+
+    def check_pre_sliced(self, message: str) -> None:
+        raise NotImplementedError(message)  # the workers' slices are not the caller's devices
+
+    def close(self, mod: Any) -> None:
+        if self.pool is None:
+            return
+        if mod._exec_group is not None and mod._params_dirty:
+            mod._sync_params_from_devices()  # keep the trained values on the host
+        self.pool.shutdown()
+        self.pool = None
+        if mod._owns_kvstore:  # made from a type name by init_optimizer: its servers too
+            mod._kvstore.close()
+            mod._kvstore, mod._owns_kvstore = None, False
+        mod._exec_group = None
+        mod._stage = Stage.PARAMS_LOADED if mod._stage.params_initialized else Stage.CREATED
+
+
+def placement_for(workers: Any) -> Placement:
+    """The placement for a Module's ``workers`` argument (already coerced): in process for
+    None, on those workers otherwise."""
+    return InProcess() if workers is None else OnWorkers(workers)
