@@ -876,20 +876,26 @@ class RayExecutorGroup:
     # ---- the step in separate calls -------------------------------------------------------
     @_settled
     def forward(self, data_batch: Any, is_train: bool | None = None) -> None:
-        """Forward on the workers, one slice each; outputs stay there until asked for."""
+        """Forward on the workers, one slice each; outputs stay there until asked for.
+
+        A worker lost meanwhile (score, predict) has been forgotten by the controller: the
+        live workers run the whole forward again; a lost server is restored first."""
         is_train = self.for_training if is_train is None else is_train
-        self.pool.poll()
-        tasks = self._tasks(data_batch, self.slices(len(self.pool)), labels=True)
-        for t in tasks:
-            t["num_slices"] = len(tasks)
-        plan = self._assign(tasks)
-        weights = self.state.weights
-        refs = {r: self.pool.workers[r].forward.remote(ts, weights, is_train)
-                for r, ts in plan.items()}
-        done = self.pool.gather(refs)
-        if len(done) != len(refs):
-            raise MXNetError("a worker died during forward; run the step again")
-        self._last = [(r, plan[r]) for r in sorted(plan)]
+        self._with_servers("forward", lambda: self._forward(data_batch, is_train))
+
+    def _forward(self, data_batch: Any, is_train: bool) -> None:
+        self._last = None
+        while self._last is None:  # the controller gives up on endless losses
+            self.pool.poll()
+            tasks = self._tasks(data_batch, self.slices(len(self.pool)), labels=True)
+            for t in tasks:
+                t["num_slices"] = len(tasks)
+            plan = self._assign(tasks)
+            weights = self.state.weights
+            refs = {r: self.pool.workers[r].forward.remote(ts, weights, is_train)
+                    for r, ts in plan.items()}
+            if len(self.pool.gather(refs)) == len(refs):
+                self._last = [(r, plan[r]) for r in sorted(plan)]
 
     def _require_last(self, what: str) -> list:
         if self._last is None:

@@ -103,3 +103,18 @@ def test_server_lost_after_fit_is_restored_for_get_params(close_modules, referen
     recovered = [e for e in mod._pool.events if e["event"] == "kvserver_recovered"]
     assert [e["during"] for e in recovered] == ["get_params"]
     assert recovered[0]["steps_replayed"] == 2 * STEPS_PER_EPOCH - 1 - recovered[0]["snapshot_step"]
+
+
+def test_score_survives_a_worker_lost_before_its_forward(close_modules, reference):
+    """score / predict: a worker found dead by forward is forgotten by the controller and
+    the live workers run the forward again; the score is the in-process one."""
+    mod, _ = fit(close_modules, workers=rm.Workers(1, 2))
+    local = rm.mod.Module(mlp())
+    it = data()
+    local.bind(it.provide_data, it.provide_label, for_training=False)
+    local.set_params(*mod.get_params())
+    expected = dict(local.score(data(), "acc"))
+    ray.kill(mod._pool.workers[max(mod._pool.ranks)], no_restart=True)
+    assert dict(mod.score(data(), "acc")) == pytest.approx(expected, abs=1e-6)
+    assert [e["event"] for e in mod._pool.events].count("lost") == 1
+    assert any(h["event"] == "WorkerDied(call)" for h in mod._pool.controller.history)
