@@ -6,6 +6,7 @@ Ray's own daemons (raylet, gcs_server, ...) before and after the timed epoch; pr
 ms/step per process kind, with the number of voluntary/involuntary context switches.
 
     OMP_NUM_THREADS=1 python bench/profile_scale.py [--workers 8] [--steps 300]
+        [--cprofile driver.prof]
 
 With ``RAYMOD_CPU_CLOCK=1`` in the environment the workers time their phases (wait,
 compute, metric, push) in CPU seconds, printed last.
@@ -16,6 +17,7 @@ import argparse
 import dataclasses
 import logging
 import os
+import resource
 import sys
 import time
 import warnings
@@ -81,11 +83,18 @@ def _procs() -> dict[int, tuple[str, float, int, int]]:
     return out
 
 
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--run-ahead", type=int, default=None)
+    parser.add_argument("--cprofile", default=None,
+                        help="write a CPU-time cProfile of the driver's timed epoch here")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     logging.getLogger().setLevel(logging.ERROR)
@@ -96,15 +105,26 @@ def main() -> None:
     mod = rm.mod.Module(tiny_symbol(), workers=spec)
     it = rm.io.NDArrayIter(X, y, batch_size=64)
     marks = []
+    import cProfile
+    prof = cProfile.Profile(time.thread_time)
 
     def stamp(*_):
+        if args.cprofile:
+            prof.disable() if marks else prof.enable()
         t = mod._exec_group.state.timings
-        marks.append((time.perf_counter(), _procs(), t.steps, dict(t.phases)))
+        wall, own = time.perf_counter(), _own_cpu()
+        procs = _procs()
+        if not marks:  # the scan's own CPU stays out of the timed epoch
+            wall, own = time.perf_counter(), _own_cpu()
+        procs[os.getpid()] = ("driver", own) + procs[os.getpid()][2:]
+        marks.append((wall, procs, t.steps, dict(t.phases)))
 
     mod.fit(it, num_epoch=2, optimizer="sgd", kvstore="dist_sync",
             optimizer_params={"learning_rate": 0.05}, initializer=rm.init.Xavier(),
             epoch_end_callback=stamp)
     (t0, a, s0, p0), (t1, b, s1, p1) = marks
+    if args.cprofile:
+        prof.dump_stats(args.cprofile)
     per = defaultdict(lambda: [0, 0.0, 0, 0])
     for pid, (kind, cpu, vol, invol) in b.items():
         if pid in a:
