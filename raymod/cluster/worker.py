@@ -34,15 +34,19 @@ from ..symbol import load_json
 __all__ = ["Worker"]
 
 
+#: RAYMOD_CPU_CLOCK=1 times the phases in this thread's CPU seconds (bench/profile_scale.py)
+_now = time.thread_time if os.environ.get("RAYMOD_CPU_CLOCK") else time.perf_counter
+
+
 class _Clock:
     """Seconds spent per phase of a call, for the driver's step timings."""
 
     def __init__(self) -> None:
         self.laps: dict[str, float] = {}
-        self._t = time.perf_counter()
+        self._t = _now()
 
     def lap(self, phase: str) -> None:
-        now = time.perf_counter()
+        now = _now()
         self.laps[phase] = self.laps.get(phase, 0.0) + now - self._t
         self._t = now
 
@@ -72,6 +76,9 @@ class Worker:
         self.monitor = None
         self.snapshot: list | None = None          # SVRG's w~, per parameter and device
         self.last: list[tuple[dict, DataParallelExecutorGroup, DataBatch]] = []
+        # id(flat block view) -> (that view, it in its parameter's shape): the client hands
+        # out the same views for a block every step, so the executors see the same arrays
+        self._shaped: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def ready(self) -> dict:
         """Who and where this worker is (the pool waits on this to know it started)."""
@@ -233,16 +240,29 @@ class Worker:
                             "seconds": clock.laps}
                 self.refresh((("step", step - 1, generation), published), in_place=not svrg)
             clock.lap("wait")
-            _, published = self._slices(step, tasks, metric, svrg, clock, to_server=True)
-            if len(published) == len(self.client.servers):  # no need to wait for it
-                finished = (step, [published[s] for s in range(len(published))])
+            # the next step needs this one's values: its push waits for them (one message)
+            then_wait = None
+            if i + 1 < len(plan) and plan[i + 1][1] and plan[i + 1][0] == step + 1:
+                then_wait = (window, timeout)
+            _, published = self._slices(step, tasks, metric, svrg, clock, to_server=True,
+                                        then_wait=then_wait)
             done.append(step)
+            if then_wait is not None:
+                if published is None:  # aborted (or timed out) after our push was taken
+                    return {"rank": self.rank, "steps": done, "stopped": step + 1,
+                            "seconds": clock.laps}
+                finished = (step, published)
+            elif len(published) == len(self.client.servers):  # no need to wait for it
+                finished = (step, [published[s] for s in range(len(published))])
         return {"rank": self.rank, "steps": done, "stopped": None, "seconds": clock.laps}
 
     def _slices(self, step: int, tasks: list[dict], metric: Any, svrg: bool, clock: _Clock,
-                to_server: bool) -> tuple[dict, dict]:
+                to_server: bool, then_wait: tuple | None = None) -> tuple[dict, Any]:
         """Forward, backward and push each slice of one step; metric states go back to the
-        caller or, ``to_server``, with the pushes."""
+        caller or, ``to_server``, with the pushes. Returns the states and ``{shard:
+        published}`` of the shards the pushes completed; with ``then_wait = (window,
+        timeout)`` the last push also waits for the step, and the values after it per shard
+        come back instead (None: the window was aborted)."""
         states, published = {}, {}
         if self.monitor is not None:  # one monitor step per training step, all slices in it
             self.monitor.tic()
@@ -263,9 +283,20 @@ class Worker:
                 at_snapshot = self._snapshot_grads(task)
                 grads = {n: at_w[n] - at_snapshot[n] for n in at_w}
             clock.lap("compute")
-            published.update(self._push(step, task["slice"], grads, task.get("num_slices"),
-                                        state if to_server else None))
-            clock.lap("push")
+            if then_wait is not None and task is tasks[-1]:
+                try:
+                    published = self.client.push_and_wait(
+                        step, task["slice"], grads, task.get("num_slices"),
+                        state if to_server else None, *then_wait,
+                        sent=lambda: clock.lap("push"))
+                except ServerLost as err:
+                    raise ServerLost(f"worker {self.rank}: {err}") from None
+                clock.lap("wait")
+            else:
+                published.update(self._push(step, task["slice"], grads,
+                                            task.get("num_slices"),
+                                            state if to_server else None))
+                clock.lap("push")
         if self.monitor is not None:  # printed in this worker's log, which Ray forwards
             self.monitor.toc_print()
         return states, published
@@ -361,7 +392,18 @@ class Worker:
         replace = {}  # `arrays` keeps the old arrays alive, so no id is reused meanwhile
         for name, array in arrays:
             view = views.get(name)
-            new = view.reshape(array.shape) if view is not None else private(array)
+            if view is not None:
+                new = self._shaped.get(id(view))
+                if new is None or new[0] is not view:  # once per block view, not per step
+                    if len(self._shaped) > 8 * len(arrays) + 16:  # views of blocks gone by
+                        self._shaped.clear()
+                    new = (view, view.reshape(array.shape))
+                    self._shaped[id(view)] = new
+                new = new[1]
+                if new is array:  # bound to it already
+                    continue
+            else:
+                new = private(array)
             if new is not None and not same_memory(array, new):
                 replace[id(array)] = new
         self._rebind(replace)

@@ -55,6 +55,9 @@ class ShardClient:
         self.outboxes: dict[int, list[shm.SharedBlock]] = {}
         self.doorbells: list[Doorbell | None] = []
         self._step, self._pushes = None, 0
+        # per-step work done once: a block's views stay valid as long as the block
+        self._whole: dict[int, tuple[int, list]] = {}     # shard -> (pieces seen, whole ones)
+        self._views: dict[str, tuple[int, dict]] = {}     # block name -> (pieces seen, views)
         self.set_servers(servers)
 
     def set_servers(self, servers: list) -> None:
@@ -96,6 +99,39 @@ class ShardClient:
         Returns ``{shard: published}`` for the shards this push completed (their new values,
         see :meth:`read`).
         """
+        answers = self._push(step, slice_id, grads, num_slices, metric, None)
+        return {shard: ack[0] for shard, ack in answers.items() if isinstance(ack, list)}
+
+    def push_and_wait(self, step: int, slice_id: int, grads: dict, num_slices: int | None,
+                      metric: Any, window: int, timeout: float | None = None,
+                      sent: Callable[[], None] | None = None) -> list | None:
+        """:meth:`push`, then :meth:`wait_done` for the same ``step``, in one message to
+        each doorbell server (one round trip per step instead of two). ``sent()`` is called
+        once every push is out, before the wait (a worker's clock).
+
+        Returns the values after ``step`` per shard, or None when the driver aborted window
+        ``window`` (or ``timeout`` passed) first; the push was taken either way.
+        """
+        import ray
+        answers = self._push(step, slice_id, grads, num_slices, metric, (window, timeout), sent)
+        calls = {shard: self.servers[shard].wait_done.remote(step, window, timeout)
+                 for shard, ack in answers.items() if not isinstance(ack, list)
+                 and self.doorbells[shard] is None}
+        try:
+            answers.update(zip(calls, ray.get(list(calls.values()))))
+        except ray.exceptions.RayActorError as err:
+            raise ServerLost(f"lost a kvstore server while waiting: {type(err).__name__}") \
+                from None
+        if any(not isinstance(a, list) for a in answers.values()):
+            return None
+        return [answers[shard][0] for shard in range(len(self.servers))]
+
+    def _push(self, step: int, slice_id: int, grads: dict, num_slices: int | None,
+              metric: Any, wait: tuple[int, float | None] | None,
+              sent: Callable[[], None] | None = None) -> dict[int, Any]:
+        """Every shard's answer to the push (``[published]`` or whether it was taken); a
+        doorbell push with ``wait = (window, timeout)`` is answered once the step finished
+        (``[published]``) or the window was aborted (False)."""
         import ray
         slot = self.next_slot(step)
         self._pushes += 1
@@ -116,6 +152,8 @@ class ShardClient:
                                "sizes": [list(x) for x in payload.sizes]}
                     if extra is not None:
                         message["metric"] = to_json(extra)
+                    if wait is not None:
+                        message.update(wait=step, window=wait[0], timeout=wait[1])
                     self._ring(shard, message)
                     rung.append(shard)
                     continue
@@ -127,9 +165,11 @@ class ShardClient:
         except ray.exceptions.RayActorError as err:
             raise ServerLost(f"lost a kvstore server while pushing: {type(err).__name__}") \
                 from None
+        if sent is not None:
+            sent()
         for shard in rung:
             answers[shard] = self._answer(shard)
-        return {shard: ack[0] for shard, ack in answers.items() if isinstance(ack, list)}
+        return answers
 
     def wait_done(self, step: int, window: int, timeout: float | None = None) -> list | None:
         """Wait until every shard finished ``step``; its published values per shard (as
@@ -182,22 +222,23 @@ class ShardClient:
     def gradient_views(self, slot: int) -> dict:
         """``{key: flat array}`` inside the outbox of push slot ``slot``, for every key a
         server on this machine holds whole: a gradient computed into them is pushed with no
-        copy. Empty when pushes are compressed or no server is local."""
+        copy. Empty when pushes are compressed or no server is local. The same block gives
+        the same array objects every time (a worker bound to them need not rebind)."""
         if self.threshold is not None:
             return {}
         views = {}
         for shard, local in enumerate(self.local):
             if not local or (block := self._outbox(shard, slot)) is None:
                 continue
-            for p in self.layout.whole_pieces(shard):
-                views[p.key] = block.arrays[p.dtype][p.offset:p.offset + p.size]
+            views.update(self._block_views(shard, block, writeable=True))
         return views
 
     def value_views(self, published: list) -> dict:
         """``{key: read-only flat array}`` inside the published blocks of this machine's
         servers, for every key such a block holds whole: the worker computes with them in
         place. A sync server changes its block only after every slice of the next step has
-        been pushed, so the views stay valid for the whole of that step."""
+        been pushed, so the views stay valid for the whole of that step. The same block
+        gives the same array objects every time."""
         views = {}
         for shard, item in enumerate(published):
             if not isinstance(item, Published):
@@ -209,11 +250,34 @@ class ShardClient:
             if block.version != item.version:
                 raise ServerLost(f"shard {shard} holds version {block.version}, not the "
                                  f"published {item.version}: its server was replaced")
-            for p in self.layout.whole_pieces(shard):
-                view = block.arrays[p.dtype][p.offset:p.offset + p.size].view()
-                view.flags.writeable = False  # the server's values: never written here
-                views[p.key] = view
+            views.update(self._block_views(shard, block, writeable=False))
         return views
+
+    def _block_views(self, shard: int, block: shm.SharedBlock, writeable: bool) -> dict:
+        """``{key: flat view}`` of the shard's whole pieces in ``block``, made once per block
+        (and again when the layout grew)."""
+        pieces = self._whole_pieces(shard)
+        seen, views = self._views.get(block.handle.name, (-1, None))
+        if seen != len(pieces) or views is None:
+            views = {}
+            for p in pieces:
+                view = block.arrays[p.dtype][p.offset:p.offset + p.size].view()
+                if not writeable:
+                    view.flags.writeable = False  # the server's values: never written here
+                views[p.key] = view
+            if len(self._views) >= 4 * max(1, len(self.servers)) + 8:  # blocks of the past
+                self._views.pop(next(iter(self._views)))
+            self._views[block.handle.name] = (len(pieces), views)
+        return views
+
+    def _whole_pieces(self, shard: int) -> list:
+        """``layout.whole_pieces(shard)``, recomputed only when the shard got pieces."""
+        count = len(self.layout.shards[shard])
+        seen, pieces = self._whole.get(shard, (-1, None))
+        if seen != count:
+            pieces = self.layout.whole_pieces(shard)
+            self._whole[shard] = (count, pieces)
+        return pieces
 
     def _pack_buffer(self, shard: int) -> dict:
         """The private buffers a by-value or compressed push of ``shard`` is packed into."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import threading
 import time
@@ -37,7 +38,7 @@ from ..base import MXNetError
 from ..optimizer import Optimizer, Updater
 from . import shm
 from .compression import dequantize_2bit
-from .doorbell import DoorbellServer, from_json
+from .doorbell import DoorbellServer
 from .layout import Piece
 
 __all__ = ["KVServer", "Published", "ServerLost"]
@@ -268,6 +269,7 @@ class KVServer:
         published = self.published()
         self._history = {step - 1: self._history.get(step - 1), step: published}
         self._done.notify_all()
+        self._wake_doorbell()
         return published
 
     # ---- run-ahead windows (workers wait here, not on the driver) -----------------------------
@@ -303,6 +305,7 @@ class KVServer:
         with self._done:
             self.aborted = max(self.aborted, window)
             self._done.notify_all()
+        self._wake_doorbell()
 
     @_locked
     def set_metric(self, metric: Any) -> None:
@@ -397,21 +400,41 @@ class KVServer:
             self._doorbell = DoorbellServer(self._ring)
         return self._doorbell.path
 
-    def _ring(self, message: dict) -> dict:
-        """A push that arrived through the doorbell: ``{step, slice, num_slices, block,
-        sizes[, metric]}``; the reply says whether it was taken or, when it finished the
-        step, where the new values are. ``{wait, window}`` is :meth:`wait_done`."""
-        if "wait" in message:
-            done = self.wait_done(int(message["wait"]), int(message["window"]),
-                                  message.get("timeout"))
-            return {"aborted": True} if done is None else {"published": _block_json(done[0])}
-        handle = shm.BlockHandle(message["block"],
-                                 tuple((dt, int(n)) for dt, n in message["sizes"]))
-        ack = self.push(int(message["step"]), int(message["slice"]), handle,
-                        message.get("num_slices"), from_json(message.get("metric")))
-        if not isinstance(ack, list):
-            return {"taken": bool(ack)}
-        return {"published": _block_json(ack[0])}
+    def _ring(self, message: dict) -> dict | float:
+        """A message that arrived through the doorbell (on its one thread, which must not
+        block; arrays in it are decoded already): a push ``{step, slice, num_slices, block,
+        sizes[, metric]}``, a wait ``{wait, window[, timeout]}`` (:meth:`wait_done`), or
+        both, the push first. The reply says whether the push was taken or where the values
+        after the awaited (or the finished) step are; a wait not over yet returns the time
+        it ends instead (see :class:`DoorbellServer`), and is asked again when a step
+        finishes or a window aborts."""
+        if "step" in message and not message.get("pushed"):
+            handle = shm.BlockHandle(message["block"],
+                                     tuple((dt, int(n)) for dt, n in message["sizes"]))
+            ack = self.push(int(message["step"]), int(message["slice"]), handle,
+                            message.get("num_slices"), message.get("metric"))
+            if "wait" not in message:
+                if not isinstance(ack, list):
+                    return {"taken": bool(ack)}
+                return {"published": _block_json(ack[0])}
+            message["pushed"] = True  # a parked push-and-wait is asked again: push once
+        step, window = int(message["wait"]), int(message["window"])
+        with self._lock:
+            if self.steps_done >= step:
+                return {"published": _block_json(self.published_after(step)[0])}
+            if self.aborted >= window:
+                return {"aborted": True}
+        deadline = message.get("deadline")
+        if deadline is None:
+            timeout = message.get("timeout")
+            deadline = math.inf if timeout is None else time.monotonic() + timeout
+            message["deadline"] = deadline
+        return {"aborted": True} if time.monotonic() >= deadline else deadline
+
+    def _wake_doorbell(self) -> None:
+        """Parked doorbell waits: look again (a step finished, a window aborted)."""
+        if self._doorbell is not None:
+            self._doorbell.wake()
 
     @_locked
     def published(self) -> list:
@@ -483,6 +506,8 @@ class KVServer:
         self.metrics.clear()
         self._history.clear()
         self.version = snap["version"] + 1
+        self._done.notify_all()
+        self._wake_doorbell()
 
 
 def _block_json(published: Published) -> dict:

@@ -106,3 +106,45 @@ def test_metric_states_cross_the_doorbell_as_json():
     assert back["local"]["tp"] == 3 and back["global"] == [1, 2.5] and back["step"] is None
     np.testing.assert_array_equal(back["local"]["hist"], np.arange(3.0))
     assert back["local"]["hist"].dtype == np.float64
+
+
+def test_a_push_through_the_doorbell_can_wait_for_its_step(server):
+    """One message pushes a slice and returns once the step finished (or its window was
+    aborted); the server's single doorbell thread parks it meanwhile and serves others."""
+    from raymod.kvstore import shm
+    from raymod.kvstore.doorbell import Doorbell
+    if server.doorbell() is None:
+        pytest.skip("no shared memory here")
+    boxes = [shm.SharedBlock.create({"<f4": 4}) for _ in range(3)]
+    for k, box in enumerate(boxes):
+        box.arrays["<f4"][:] = k + 1.0
+    bells = [Doorbell(server.doorbell()) for _ in boxes]
+
+    def push(k, step, wait=True, window=1, timeout=None):
+        message = {"step": step, "slice": k, "num_slices": 2, "block": boxes[k].handle.name,
+                   "sizes": [list(x) for x in boxes[k].handle.sizes],
+                   "metric": to_json({"hist": np.arange(2.0)})}
+        if wait:
+            message.update(wait=step, window=window, timeout=timeout)
+        bells[k].send(message)
+
+    push(0, 0)
+    bells[2].send({"wait": 0, "window": 1})  # a plain wait on another connection
+    bells[2].send({"wait": 0, "window": 1})  # queued behind it, answered after it
+    push(1, 0)  # finishes step 0: every parked message is answered
+    for bell in (bells[0], bells[1], bells[2], bells[2]):
+        reply = bell.receive()
+        assert reply["published"]["version"] == server.version
+    assert server.take_metrics(0)[0]["parts"][1]["hist"].tolist() == [0.0, 1.0]
+    push(0, 1, window=7)
+    server.abort(7)  # from another thread (a Ray call): the parked push-and-wait ends
+    assert bells[0].receive() == {"aborted": True}
+    assert server.missing(1, [0, 1]) == [1]  # its push was taken all the same
+    push(1, 1, wait=False)
+    assert "published" in bells[1].receive()
+    push(0, 5, window=8, timeout=0.2)  # nobody finishes step 5: the wait times out
+    assert bells[0].receive() == {"aborted": True}
+    for bell in bells:
+        bell.close()
+    for box in boxes:
+        box.unlink()
