@@ -129,7 +129,8 @@ class _StepState:
         self.update_on_kvstore = True
         self.weights: tuple | None = None   # (version, refs) the workers must read next
         self.timings = StepTimings()
-        self.snapshot: tuple[int, list] | None = None  # (last step in it, refs per shard)
+        self.snapshot: tuple[int, list] | None = None  # (last step in it, state per shard)
+        self.snapshot_due: int | None = None  # step the servers snapshot when it finishes
         self.snapshot_writes = -1           # kv.writes when it was taken
         self.replay: list[tuple] = []       # (step, tasks, options) since the snapshot
         self.recoveries: list[dict] = []
@@ -356,7 +357,7 @@ class RayExecutorGroup:
             st.kv.set_metric(metric)
         if st.snapshot is None or st.snapshot_writes != st.kv.writes:
             self.drain()
-            self._take_snapshot()
+            self._snapshot_now()
         # own copies: the iterator may reuse its buffers for the next batch
         tasks = self._tasks(batch, self.slices(self.pool.spec.slices), labels=True, copy=True)
         for t in tasks:
@@ -364,9 +365,9 @@ class RayExecutorGroup:
         st.planned.append(_Planned(st.step, tasks, svrg, on_done))
         st.replay.append((st.step, tasks, svrg))
         st.step += 1
-        if st.step % SNAPSHOT_EVERY == 0:
+        if st.step % SNAPSHOT_EVERY == 0 and not self._snapshot_when_done(st.step - 1):
             self.drain()
-            self._take_snapshot()
+            self._snapshot_now()
         elif len(st.planned) >= self.pool.spec.window(len(self.pool)):
             self._launch()
 
@@ -383,7 +384,7 @@ class RayExecutorGroup:
             self.pool.short_of_workers("step boundary")
         tasks = self._tasks(batch, self.slices(self.pool.spec.slices), labels=True)
         if st.kv.mode == "sync" and (st.snapshot is None or st.snapshot_writes != st.kv.writes):
-            self._take_snapshot()
+            self._snapshot_now()
         while True:
             try:
                 self._run_step(tasks, metric, svrg)
@@ -396,7 +397,7 @@ class RayExecutorGroup:
         if st.kv.mode == "sync":
             st.replay.append((st.step - 1, tasks, svrg))
             if st.step % SNAPSHOT_EVERY == 0:
-                self._take_snapshot()
+                self._snapshot_now()
 
     # ---- run-ahead windows ------------------------------------------------------------------
     def drain(self) -> None:
@@ -588,6 +589,7 @@ class RayExecutorGroup:
         before any snapshot, the kvstore's set-up again); the workers get the new servers."""
         st = self.state
         t0 = time.perf_counter()
+        st.snapshot_due = None  # the servers forgot it
         if action.source == "setup":
             replaced = st.kv.restart_dead()
             snap_step, redo = None, []
@@ -635,6 +637,10 @@ class RayExecutorGroup:
             return
         for p in steps:
             st.finished.append((p, metrics.get(p.step, {})))
+        try:
+            self._adopt_snapshot(steps[-1].step)
+        except ServerLost:
+            pass  # the older snapshot and the whole log stay; the next call meets the loss
         st.weights = None if st.inflight else st.kv.weights_after(steps[-1].step)
         self.pool.release_leaving()
         self._finish_steps()
@@ -658,10 +664,46 @@ class RayExecutorGroup:
             st.finishing = False
 
     def _take_snapshot(self) -> None:
-        """Keep refs to the servers' current state; the replay log restarts empty."""
+        """Keep the servers' current state; the replay log restarts empty."""
         st = self.state
         st.snapshot, st.snapshot_writes, st.replay = (st.step - 1, st.kv.snapshot()), \
             st.kv.writes, []
+        st.snapshot_due = None
+
+    def _snapshot_now(self) -> None:
+        """:meth:`_take_snapshot`, a server lost meanwhile restored first (from the older
+        snapshot, the steps since replayed)."""
+        self._with_servers("snapshot", self._take_snapshot)
+
+    def _snapshot_when_done(self, step: int) -> bool:
+        """Ask the servers to snapshot ``step`` (not yet handed out) when they finish it,
+        so that the workers need not stop for it; :meth:`_completed` fetches it. False if
+        they cannot (then the caller drains and takes one now)."""
+        st = self.state
+        if st.snapshot_due is not None:  # the last one is still coming: skip this one
+            return True
+        if st.kv.writes != st.snapshot_writes:
+            return False
+        try:
+            if not st.kv.snapshot_at(step):
+                return False
+        except ServerLost:
+            return False  # the next window meets the loss and recovers it
+        st.snapshot_due = step
+        return True
+
+    def _adopt_snapshot(self, last: int) -> None:
+        """After the steps up to ``last`` completed: fetch the snapshot the servers took of
+        the due step, and trim the replay log to the steps after it."""
+        st = self.state
+        due = st.snapshot_due
+        if due is None or last < due:
+            return
+        st.snapshot_due = None
+        states = st.kv.snapshot_of(due)
+        if states is not None:  # else (a server replaced meanwhile) keep the older one
+            st.snapshot = (due, states)
+            st.replay = [entry for entry in st.replay if entry[0] > due]
 
     def _run_step(self, tasks: list[dict], metric: Any, svrg: bool, replay: bool = False) -> None:
         st = self.state
@@ -787,7 +829,7 @@ class RayExecutorGroup:
         st = self.state
         if st.kv is not None and st.kv.mode == "sync":
             # a server lost during the pass goes back to the weights w~ is taken from
-            self._take_snapshot()
+            self._snapshot_now()
         return self._with_servers("full_gradient", lambda: self._full_gradient(batches))
 
     def _full_gradient(self, batches: Any) -> tuple[dict, float]:
@@ -819,7 +861,7 @@ class RayExecutorGroup:
         st = self.state
         self._with_servers("full_gradient", lambda: st.kv.push(keys, means))
         if st.kv.mode == "sync":
-            self._take_snapshot()
+            self._snapshot_now()
 
     @_settled
     def snapshot_values(self) -> dict:
@@ -1046,7 +1088,7 @@ class RayExecutorGroup:
 
         self._with_servers("init_optimizer", setup)
         if kv.mode == "sync":
-            self._with_servers("init_optimizer", self._take_snapshot)
+            self._snapshot_now()
 
 
 def _store(target: dict, name: str, value: np.ndarray) -> None:

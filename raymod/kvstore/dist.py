@@ -356,6 +356,17 @@ class DistKVStore(KVStoreBase):
         """
         return self._get([s.snapshot.remote() for s in self.servers])
 
+    def snapshot_at(self, step: int) -> bool:
+        """Have every shard take its :meth:`snapshot` when it finishes ``step``, without
+        stopping the steps in flight; False if some shard has finished it already."""
+        return all(self._call_all("snapshot_at", step))
+
+    def snapshot_of(self, step: int) -> list | None:
+        """The shards' snapshots of ``step`` (see :meth:`snapshot_at`), fetched into this
+        process; None if some shard has none (e.g. a replaced server)."""
+        states = self._call_all("snapshot_of", step)
+        return None if any(s is None for s in states) else states
+
     def _new_server(self, shard: int) -> Any:
         """Start the KVServer actor of ``shard`` (named, placed by ``server_resources``)."""
         return self._server_cls.options(resources=self._server_resources,

@@ -98,6 +98,8 @@ class KVServer:
         self.custom: Callable | None = None
         self.threshold: float | None = None   # 2-bit compression of pushes
         self.pending: dict[int, dict[int, dict]] = {}
+        self._snapshot_at: set[int] = set()   # steps to snapshot when they finish
+        self._snapshots: dict[int, dict] = {}  # the last one taken, until fetched
         self.applied: set = set()             # async: (step, slice) already applied
         self.corrections: dict = {}           # parameter key -> key added to its gradient
         self.version = 0
@@ -268,6 +270,9 @@ class KVServer:
             self.metrics[step] = self._fold_metric(self.metrics[step])
         published = self.published()
         self._history = {step - 1: self._history.get(step - 1), step: published}
+        if step in self._snapshot_at:  # asked for ahead: taken here, fetched later
+            self._snapshot_at.discard(step)
+            self._snapshots = {step: self.snapshot()}
         self._done.notify_all()
         self._wake_doorbell()
         return published
@@ -487,6 +492,21 @@ class KVServer:
 
     # ---- recovery ---------------------------------------------------------------------------
     @_locked
+    @_locked
+    def snapshot_at(self, step: int) -> bool:
+        """Take a :meth:`snapshot` when ``step`` finishes (run-ahead: the driver does not
+        stop the workers for it); False if ``step`` has finished already."""
+        if step <= self.steps_done:
+            return False
+        self._snapshot_at.add(step)
+        return True
+
+    @_locked
+    def snapshot_of(self, step: int) -> dict | None:
+        """The snapshot :meth:`snapshot_at` took when ``step`` finished (handed over once),
+        or None."""
+        return self._snapshots.pop(step, None)
+
     def snapshot(self) -> dict:
         """Everything needed to rebuild this server: values, optimizer states, progress."""
         return {"buffers": {dt: b.copy() for dt, b in self.buffers.items()},
@@ -505,6 +525,8 @@ class KVServer:
         self.applied.clear()
         self.metrics.clear()
         self._history.clear()
+        self._snapshot_at.clear()
+        self._snapshots = {}
         self.version = snap["version"] + 1
         self._done.notify_all()
         self._wake_doorbell()
