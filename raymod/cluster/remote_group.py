@@ -253,7 +253,7 @@ class RayExecutorGroup:
 
     def slices(self, count: int) -> list[slice]:
         """The batch cut into ``count`` slices (fewer if the batch is smaller)."""
-        return split_input_slice(self.batch_size, [1] * max(1, min(count, self.batch_size)))
+        return _even_slices(self.batch_size, max(1, min(count, self.batch_size)))
 
     def reshape(self, data_shapes: Any, label_shapes: Any) -> None:
         """New whole-batch shapes; workers bind the matching slice shapes on first use."""
@@ -423,14 +423,15 @@ class RayExecutorGroup:
             self.pool.short_of_workers("step boundary")
         wid = next(_WINDOW_IDS)
         plans: dict[int, list] = {rank: [] for rank in self.pool.ranks}
+        sources: dict[int, list] = {}  # each row source's ref once, not once per slice
         for p in planned:
-            chunks = self._assign(p.tasks)
+            chunks = self._assign([_without_source_ref(t, sources) for t in p.tasks])
             for rank, plan in plans.items():
                 plan.append((p.step, chunks.get(rank, []), p.svrg))
         # the first step's weights are known only when nothing is in flight
         weights = None if st.inflight else st.weights
         # one object-store copy of the plans and the metric, not one per call
-        shared = self.pool._ray.put((plans, st.metric, st.kv.generation))
+        shared = self.pool._ray.put((plans, st.metric, st.kv.generation, sources))
         refs = {rank: (self.pool.workers[rank].run_shared_window.remote(wid, [shared], weights),
                        plan) for rank, plan in plans.items()}
         st.inflight.append(_Window(wid, planned, refs, time.perf_counter()))
@@ -1089,6 +1090,21 @@ class RayExecutorGroup:
         self._with_servers("init_optimizer", setup)
         if kv.mode == "sync":
             self._snapshot_now()
+
+
+@functools.lru_cache(maxsize=64)
+def _even_slices(batch_size: int, count: int) -> list[slice]:
+    return split_input_slice(batch_size, [1] * count)
+
+
+def _without_source_ref(task: dict, sources: dict) -> dict:
+    """``task`` with its row source's object ref moved into ``sources`` (pickling a ref
+    costs Ray far more than a number: a window sends each once)."""
+    if "source" not in task:
+        return task
+    sid, ref = task["source"]
+    sources[sid] = ref
+    return dict(task, source=(sid, None))
 
 
 def _store(target: dict, name: str, value: np.ndarray) -> None:

@@ -201,9 +201,13 @@ class Worker:
 
     def run_shared_window(self, window: int, shared: list, weights: tuple | None) -> dict:
         """:meth:`run_window` with ``shared = [ref]`` to ``(plans by rank, metric,
-        generation)``, put once for every worker of the window."""
+        generation, row sources)``, put once for every worker of the window (the plans'
+        tasks name their row source by id; its ref comes once, in ``row sources``)."""
         import ray
-        plans, metric, generation = ray.get(shared[0])
+        plans, metric, generation, sources = ray.get(shared[0])
+        for sid, ref in sources.items():
+            if sid not in self.sources:  # the RowReader, kept with whatever it caches
+                self.sources[sid] = ray.get(ref[0])
         return self.run_window(window, plans[self.rank], weights, metric,
                                generation=generation)
 

@@ -136,7 +136,10 @@ def test_below_min_workers_stops_with_a_checkpoint_that_resumes(close_modules, t
         if param.epoch * STEPS_PER_EPOCH + param.nbatch == 7:
             pool = param.locals["self"]._pool
             pool.target = 2  # the pool asks for no replacement: none can be had
-            ray.kill(pool.workers[pool.ranks[0]], no_restart=True)
+            victim = pool.workers[pool.ranks[0]]
+            ray.kill(victim, no_restart=True)
+            with pytest.raises(ray.exceptions.RayActorError):  # dead before step 8 starts
+                ray.get(victim.ready.remote(), timeout=60)
 
     # the two survivors finish the steps in flight (the killed worker may have pushed its
     # slice of one before dying): step 8 one step at a time, the rest of the windows handed
