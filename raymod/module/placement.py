@@ -255,6 +255,7 @@ class OnWorkers(Placement):
         if self.pool is None:
             return
         if mod._exec_group is not None and mod._params_dirty:
+            self.pool.stopping = True  # read what the live workers hold: wait for no more
             mod._sync_params_from_devices()  # keep the trained values on the host
         self.pool.shutdown()
         self.pool = None

@@ -15,6 +15,7 @@ pytestmark = [pytest.mark.ray]
 
 TRAIN = textwrap.dedent('''
     import sys
+    import time
     import numpy as np
     import raymod as rm
 
@@ -34,6 +35,9 @@ TRAIN = textwrap.dedent('''
         mod.fit(rm.io.NDArrayIter(x, y, batch_size=40, shuffle=True, seed=2), num_epoch=4,
                 optimizer_params={"learning_rate": 0.1, "momentum": 0.9},
                 initializer=rm.init.Xavier(), resume=resume,
+                # steps of ~20 ms: the killer sees each checkpoint before the next (a bare
+                # step takes ~1 ms, and the kill could land on an epoch boundary)
+                batch_end_callback=None if path is None else (lambda p: time.sleep(0.02)),
                 checkpoint=None if path is None else rm.CheckpointConfig(path, every_n_steps=5))
         params = {k: v.copy() for k, v in mod.get_params()[0].items()}
         mod.close()
