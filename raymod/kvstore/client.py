@@ -112,11 +112,16 @@ class ShardClient:
         Returns the values after ``step`` per shard, or None when the driver aborted window
         ``window`` (or ``timeout`` passed) first; the push was taken either way.
         """
-        import ray
         answers = self._push(step, slice_id, grads, num_slices, metric, (window, timeout), sent)
         calls = {shard: self.servers[shard].wait_done.remote(step, window, timeout)
                  for shard, ack in answers.items() if not isinstance(ack, list)
                  and self.doorbells[shard] is None}
+        return self._published_after(answers, calls)
+
+    def _published_after(self, answers: dict, calls: dict) -> list | None:
+        """``answers`` completed with the Ray ``wait_done`` calls: the published values
+        per shard, or None if some wait ended without the step (aborted, timed out)."""
+        import ray
         try:
             answers.update(zip(calls, ray.get(list(calls.values()))))
         except ray.exceptions.RayActorError as err:
@@ -175,7 +180,6 @@ class ShardClient:
         """Wait until every shard finished ``step``; its published values per shard (as
         :meth:`push` returns them), or None when the driver aborted run-ahead window
         ``window`` (or ``timeout`` passed) first."""
-        import ray
         calls, rung = {}, []
         for shard, server in enumerate(self.servers):
             if self.doorbells[shard] is not None:
@@ -183,17 +187,7 @@ class ShardClient:
                 rung.append(shard)
             else:
                 calls[shard] = server.wait_done.remote(step, window, timeout)
-        answers = {}
-        for shard in rung:
-            answers[shard] = self._answer(shard)
-        try:
-            answers.update(zip(calls, ray.get(list(calls.values()))))
-        except ray.exceptions.RayActorError as err:
-            raise ServerLost(f"lost a kvstore server while waiting: {type(err).__name__}") \
-                from None
-        if any(not isinstance(a, list) for a in answers.values()):
-            return None
-        return [answers[shard][0] for shard in range(len(self.servers))]
+        return self._published_after({shard: self._answer(shard) for shard in rung}, calls)
 
     def next_slot(self, step: int) -> int:
         """The outbox slot the next push of ``step`` takes (0 for a step's first push)."""

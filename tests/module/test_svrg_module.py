@@ -439,6 +439,16 @@ def test_on_two_workers_ends_far_below_sgd(ray_cluster, close_modules):
     assert svrg * 100 <= _excess_mse(sgd, x1, best) and svrg < 1e-7
 
 
+def _assert_same_svrg_run(reference, got):
+    """The same last full gradient mu and the same parameters as the reference run."""
+    for name, mu in reference._param_dict[0].items():
+        np.testing.assert_allclose(got._param_dict[0][name], mu, rtol=1e-6, atol=1e-9,
+                                   err_msg=name)
+    a, b = reference.get_params()[0], got.get_params()[0]
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], atol=1e-5 * np.abs(a[name]).max())
+
+
 @pytest.mark.ray
 def test_worker_killed_during_the_full_gradient_pass(ray_cluster, close_modules, monkeypatch):
     import ray
@@ -458,12 +468,7 @@ def test_worker_killed_during_the_full_gradient_pass(ray_cluster, close_modules,
     monkeypatch.setattr(RayExecutorGroup, "_assign", assign_then_kill)
     got = _fit_svrg(x, y, rm.Workers(2, 3), 3, close_modules)
     assert killed
-    for name, mu in reference._param_dict[0].items():
-        np.testing.assert_allclose(got._param_dict[0][name], mu, rtol=1e-6, atol=1e-9,
-                                   err_msg=name)
-    a, b = reference.get_params()[0], got.get_params()[0]
-    for name in a:
-        np.testing.assert_allclose(b[name], a[name], atol=1e-5 * np.abs(a[name]).max())
+    _assert_same_svrg_run(reference, got)
 
 
 @pytest.mark.ray
@@ -503,12 +508,7 @@ def test_server_lost_during_the_full_gradient_pass(ray_cluster, close_modules, m
     assert killed
     recovered = [e for e in got._pool.events if e["event"] == "kvserver_recovered"]
     assert [(e["during"], e["shards"]) for e in recovered] == [("full_gradient", [0])]
-    for name, mu in reference._param_dict[0].items():
-        np.testing.assert_allclose(got._param_dict[0][name], mu, rtol=1e-6, atol=1e-9,
-                                   err_msg=name)
-    a, b = reference.get_params()[0], got.get_params()[0]
-    for name in a:
-        np.testing.assert_allclose(b[name], a[name], atol=1e-5 * np.abs(a[name]).max())
+    _assert_same_svrg_run(reference, got)
 
 
 class _DriverLost(Exception):
