@@ -25,7 +25,7 @@ from ..io import DataDesc
 from ..model import _check_kvstore_arg
 from ..ndarray_io import atomic_write
 from ..cluster.workers import Workers
-from ..parallel import DataParallelExecutorGroup
+from ..parallel import ExecutorGroup
 from ..symbol import Symbol
 from .base_module import (BaseModule, _check_input_names, _check_optimizer_arg,
                           _parse_data_desc)
@@ -124,7 +124,7 @@ class Module(BaseModule):
         self._updater = None
         self._preload_opt_states: str | None = None
         self._grad_req = None
-        self._exec_group: DataParallelExecutorGroup | None = None
+        self._exec_group: ExecutorGroup | None = None  # made by the placement at bind
         self._data_shapes: list | None = None
         self._label_shapes: list | None = None
         self._owns_kvstore = False
