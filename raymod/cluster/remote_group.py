@@ -131,6 +131,7 @@ class _StepState:
         self.timings = StepTimings()
         self.snapshot: tuple[int, list] | None = None  # (last step in it, state per shard)
         self.snapshot_due: int | None = None  # step the servers snapshot when it finishes
+        self.replay_losses: Any = None      # a window's losses, counted by a replay too
         self.snapshot_writes = -1           # kv.writes when it was taken
         self.replay: list[tuple] = []       # (step, tasks, options) since the snapshot
         self.recoveries: list[dict] = []
@@ -379,9 +380,7 @@ class RayExecutorGroup:
     def _train_step_now(self, batch: Any, metric: Any, svrg: bool) -> None:
         """The step with one driver call per worker, completed before returning."""
         st = self.state
-        self.pool.poll()
-        if len(self.pool) < self.pool.spec.min_workers:  # the last step ended short-handed
-            self.pool.short_of_workers("step boundary")
+        self.pool.poll()  # short of workers after a short-handed step: waits, or stops the run
         tasks = self._tasks(batch, self.slices(self.pool.spec.slices), labels=True)
         if st.kv.mode == "sync" and (st.snapshot is None or st.snapshot_writes != st.kv.writes):
             self._snapshot_now()
@@ -418,9 +417,7 @@ class RayExecutorGroup:
         if not planned:
             return
         self.pool.busy = self._busy_ranks
-        self.pool.poll()  # joins, replacements and leaves happen between windows
-        if len(self.pool) < self.pool.spec.min_workers:
-            self.pool.short_of_workers("step boundary")
+        self.pool.poll()  # joins, replacements and leaves (or a stop when short) between windows
         wid = next(_WINDOW_IDS)
         plans: dict[int, list] = {rank: [] for rank in self.pool.ranks}
         sources: dict[int, list] = {}  # each row source's ref once, not once per slice
@@ -579,7 +576,7 @@ class RayExecutorGroup:
         """Report a lost KVServer to the controller, which restores the servers (see
         :meth:`_restore`); the caller then runs its interrupted call again. ``through``: the
         last step the caller needs completed (every logged step up to it is replayed)."""
-        self._replay_losses = losses
+        self.state.replay_losses = losses  # the restore runs in the first bucket's handler
         self.pool.controller.handle(
             ServerDied(during, str(err).splitlines()[0], through),
             have_snapshot=self.state.snapshot is not None)
@@ -607,7 +604,7 @@ class RayExecutorGroup:
             for step, tasks, svrg in redo:
                 self._run_step(tasks, None, svrg, replay=True)
         else:
-            losses = getattr(self, "_replay_losses", None) or _Losses()
+            losses, st.replay_losses = st.replay_losses or _Losses(), None
             for step, tasks, svrg in redo:
                 self._rerun(_Planned(step, tasks, svrg, None), losses)
         st.weights = st.kv.weights() if st.kv.mode == "sync" else ("latest", None)

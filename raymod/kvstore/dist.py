@@ -425,10 +425,7 @@ class DistKVStore(KVStoreBase):
     # ---- the step protocol (used by a module's worker actors) --------------------------------
     def finish_step(self, step: int, slice_ids: list[int]) -> None:
         """Close a sync step on every shard and keep the refs of the published values."""
-        try:
-            refs = self._get([s.finish.remote(step, slice_ids) for s in self.servers])
-        except self._ray.exceptions.RayActorError as err:
-            raise ServerLost(f"a kvstore server died: {err}") from err
+        refs = self._get([s.finish.remote(step, slice_ids) for s in self.servers])
         self._version += 1
         self._weights = (self._version, [r[0] for r in refs])
 
@@ -444,10 +441,7 @@ class DistKVStore(KVStoreBase):
 
     # ---- run-ahead windows -------------------------------------------------------------------
     def _call_all(self, method: str, *args: Any) -> list:
-        try:
-            return self._get([getattr(s, method).remote(*args) for s in self.servers])
-        except self._ray.exceptions.RayActorError as err:
-            raise ServerLost(f"a kvstore server died: {type(err).__name__}") from err
+        return self._get([getattr(s, method).remote(*args) for s in self.servers])
 
     def abort(self, window: int) -> None:
         """End the servers' waits of run-ahead windows up to ``window``."""
@@ -455,19 +449,13 @@ class DistKVStore(KVStoreBase):
 
     def set_metric(self, metric: Any) -> None:
         """The metric whose per-slice states shard 0 folds into one state per step."""
-        try:
-            self._get(self.servers[0].set_metric.remote(metric))
-        except self._ray.exceptions.RayActorError as err:
-            raise ServerLost(f"kvstore server 0 died: {type(err).__name__}") from err
+        self._get(self.servers[0].set_metric.remote(metric))
 
     def take_metrics(self, last_step: int) -> dict:
         """Per finished step up to ``last_step``, its metric states pushed with its slices,
         folded by shard 0 (``{"merged": state}`` or ``{"parts": [...]}``); each step is
         handed over once."""
-        try:
-            return self._get(self.servers[0].take_metrics.remote(last_step))
-        except self._ray.exceptions.RayActorError as err:
-            raise ServerLost(f"kvstore server 0 died: {type(err).__name__}") from err
+        return self._get(self.servers[0].take_metrics.remote(last_step))
 
     def steps_done(self) -> int:
         """The last step every shard has finished."""
