@@ -95,7 +95,14 @@ def main() -> None:
     parser.add_argument("--run-ahead", type=int, default=None)
     parser.add_argument("--cprofile", default=None,
                         help="write a CPU-time cProfile of the driver's timed epoch here")
+    parser.add_argument("--cprofile-dir", default=None,
+                        help="profile the workers' window loops and the servers' doorbell "
+                             "threads (both epochs) into this folder; prints the top functions")
+    parser.add_argument("--top", type=int, default=25, help="functions printed per profile")
     args = parser.parse_args()
+    if args.cprofile_dir:  # read by raymod.profiling in the actors the cluster starts
+        os.makedirs(args.cprofile_dir, exist_ok=True)
+        os.environ["RAYMOD_CPROFILE_DIR"] = os.path.abspath(args.cprofile_dir)
     warnings.filterwarnings("ignore")
     logging.getLogger().setLevel(logging.ERROR)
     rm.cluster.init(num_cpus=CLUSTER_CPUS)
@@ -151,6 +158,22 @@ def main() -> None:
     print(f"worker phases, ms/step summed over workers ({clock}):",
           {k: round(1e3 * (v - p0.get(k, 0.0)) / max(1, s1 - s0), 3) for k, v in p1.items()})
     mod.close()
+    if args.cprofile_dir:
+        _print_profiles(args.cprofile_dir, 2 * n, args.top)
+
+
+def _print_profiles(folder: str, steps: int, top: int) -> None:
+    """Sum each tag's dumps (one per process) and print its costliest functions."""
+    import pstats
+    tags = defaultdict(list)
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".prof"):
+            tags[name.split("-")[0]].append(os.path.join(folder, name))
+    for tag, files in tags.items():
+        stats = pstats.Stats(*files)
+        print(f"\n== {tag}: {len(files)} processes, {1e3 * stats.total_tt / steps:.3f} CPU "
+              f"ms/step over about {steps} steps (both epochs)")
+        stats.sort_stats("tottime").print_stats(top)
 
 
 if __name__ == "__main__":

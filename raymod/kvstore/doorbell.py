@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..profiling import profiled
 from . import shm
 
 __all__ = ["Doorbell", "DoorbellServer", "to_json", "from_json"]
@@ -106,20 +107,21 @@ class DoorbellServer:
                 events = self._selector.select(timeout)
             except (OSError, ValueError):  # closed meanwhile
                 return
-            for key, _ in events:
-                sock = key.fileobj
-                if sock is self._listener:
-                    self._accept()
-                elif sock is self._wake_r:
-                    try:
-                        while self._wake_r.recv(4096):
+            with profiled("doorbell"):
+                for key, _ in events:
+                    sock = key.fileobj
+                    if sock is self._listener:
+                        self._accept()
+                    elif sock is self._wake_r:
+                        try:
+                            while self._wake_r.recv(4096):
+                                pass
+                        except (BlockingIOError, OSError):
                             pass
-                    except (BlockingIOError, OSError):
-                        pass
-                else:
-                    self._read(sock)
-            if self._parked and (self._woken or timeout is not None):
-                self._retry_parked()
+                    else:
+                        self._read(sock)
+                if self._parked and (self._woken or timeout is not None):
+                    self._retry_parked()
 
     def _accept(self) -> None:
         try:
