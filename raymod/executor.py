@@ -528,28 +528,40 @@ class Executor:
         its own push block this way, so a step copies neither. Call it between steps: a
         forward already run keeps what it read.
         """
-        def swap(a):
-            return replace.get(id(a), a) if a is not None else None
+        if not replace:
+            return
+        get = replace.get
 
-        for old, new in ((a, swap(a)) for a in self.arg_arrays + self.grad_arrays +
-                         self.aux_arrays if a is not None):
-            if new is not old and (tuple(new.shape) != tuple(old.shape)
-                                   or new.dtype != old.dtype):
-                raise MXNetError(f"rebind: an array of shape {tuple(old.shape)} {old.dtype} "
-                                 f"cannot become {tuple(new.shape)} {new.dtype}")
-        self.arg_arrays = [swap(a) for a in self.arg_arrays]
-        self.grad_arrays = [swap(a) for a in self.grad_arrays]
-        self.aux_arrays = [swap(a) for a in self.aux_arrays]
-        self.arg_dict = {n: swap(a) for n, a in self.arg_dict.items()}
-        self.grad_dict = {n: swap(a) for n, a in self.grad_dict.items()}
-        self.aux_dict = {n: swap(a) for n, a in self.aux_dict.items()}
-        for slot, array in zip(self.plan.arg_slots, self.arg_arrays):
-            self._values[slot] = array
-        self._grad_targets = [(n, s, swap(g), w) for n, s, g, w in self._grad_targets]
-        self._backward_steps = [
-            step[:-1] + ({"grad_out": [swap(g) for g in step[-1]["grad_out"]]}
-                         if step[-1] else {},)
-            for step in self._backward_steps]
+        def swap(a):
+            return a if a is None else get(id(a), a)
+
+        # a worker rebinds its parameters every step: only the lists that hold a replaced
+        # array are rebuilt, each after its new arrays were checked
+        args, grads, aux = (any(a is not None and id(a) in replace for a in arrays)
+                            for arrays in (self.arg_arrays, self.grad_arrays, self.aux_arrays))
+        for touched, arrays in ((args, self.arg_arrays), (grads, self.grad_arrays),
+                                (aux, self.aux_arrays)):
+            for old in arrays if touched else ():
+                new = swap(old)
+                if new is not old and (new.shape != old.shape or new.dtype != old.dtype):
+                    raise MXNetError(f"rebind: an array of shape {tuple(old.shape)} "
+                                     f"{old.dtype} cannot become {tuple(new.shape)} {new.dtype}")
+        if args:
+            self.arg_arrays = [swap(a) for a in self.arg_arrays]
+            self.arg_dict = dict(zip(self.arg_dict, self.arg_arrays))
+            for slot, array in zip(self.plan.arg_slots, self.arg_arrays):
+                self._values[slot] = array
+        if grads:
+            self.grad_arrays = [swap(a) for a in self.grad_arrays]
+            self.grad_dict = {n: swap(a) for n, a in self.grad_dict.items()}
+            self._grad_targets = [(n, s, swap(g), w) for n, s, g, w in self._grad_targets]
+            self._backward_steps = [
+                step[:-1] + ({"grad_out": [swap(g) for g in step[-1]["grad_out"]]}
+                             if step[-1] else {},)
+                for step in self._backward_steps]
+        if aux:
+            self.aux_arrays = [swap(a) for a in self.aux_arrays]
+            self.aux_dict = dict(zip(self.aux_dict, self.aux_arrays))
 
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
                 **kwargs) -> "Executor":

@@ -33,6 +33,7 @@ import numpy as np
 from ..base import MXNetError
 from ..context import as_numpy
 from ..io import DataDesc
+from ..io.base import contiguous_range
 from ..kvstore.server import ServerLost
 from ..operator import pack_props
 from ..parallel.executor_group import _desc
@@ -142,6 +143,7 @@ class _StepState:
         self.finished: deque = deque()      # (planned step, metric states) to merge, in order
         self.finishing = False              # merging / calling back right now
         self.step_seconds: deque = deque(maxlen=64)  # recent step wall times (deadlines)
+        self.window_ended = 0.0             # perf_counter when the last window completed
 
 
 @dataclass
@@ -369,12 +371,17 @@ class RayExecutorGroup:
         if st.step % SNAPSHOT_EVERY == 0 and not self._snapshot_when_done(st.step - 1):
             self.drain()
             self._snapshot_now()
-        elif len(st.planned) >= self.pool.spec.window(len(self.pool)):
+        elif len(st.planned) >= self._window():
             self._launch()
+
+    def _window(self) -> int:
+        """Steps per run-ahead window now (``Workers.window`` at the recent step time)."""
+        seen = self.state.step_seconds
+        return self.pool.spec.window(len(self.pool), statistics.median(seen) if seen else None)
 
     def _runs_ahead(self) -> bool:
         st = self.state
-        return (self.pool.spec.window(len(self.pool)) > 1 and st.kv.mode == "sync"
+        return (self._window() > 1 and st.kv.mode == "sync"
                 and st.update_on_kvstore)
 
     def _train_step_now(self, batch: Any, metric: Any, svrg: bool) -> None:
@@ -478,7 +485,9 @@ class RayExecutorGroup:
                 return
             results[rank] = out
         st.inflight.pop(0)
-        wall = time.perf_counter() - win.started
+        # the window's own span: it was queued behind the one before until that ended
+        now = time.perf_counter()
+        wall, st.window_ended = now - max(win.started, st.window_ended), now
         for _ in win.steps:
             st.step_seconds.append(wall / len(win.steps))
         st.timings.add_window(wall, len(win.steps), results.values())
@@ -887,7 +896,7 @@ class RayExecutorGroup:
         ranks = self.pool.ranks
         if not ranks:
             raise MXNetError("no live workers")
-        cuts = np.linspace(0, len(tasks), len(ranks) + 1).round().astype(int)
+        cuts = _cuts(len(tasks), len(ranks))
         return {r: tasks[a:b] for r, a, b in zip(ranks, cuts[:-1], cuts[1:]) if b > a}
 
     def _tasks(self, batch: Any, slices: list[slice], labels: bool,
@@ -900,7 +909,13 @@ class RayExecutorGroup:
         if (source is not None and rows is not None and len(rows) == self.batch_size
                 and all(ax == 0 for ax in layouts)):
             sid, ref = self.pool.source(source)
-            rows = np.array(rows) if copy else np.asarray(rows)
+            rows = np.asarray(rows)
+            span = contiguous_range(rows)
+            if span is not None:  # a range pickles to a few bytes, an array to a buffer
+                return [dict(base, slice=i, source=(sid, ref),
+                             rows=range(span.start + s.start, span.start + s.stop))
+                        for i, s in enumerate(slices)]
+            rows = np.array(rows) if copy else rows
             return [dict(base, slice=i, source=(sid, ref), rows=rows[s])
                     for i, s in enumerate(slices)]
         own = np.array if copy else (lambda a: a)
@@ -1092,6 +1107,12 @@ class RayExecutorGroup:
 @functools.lru_cache(maxsize=64)
 def _even_slices(batch_size: int, count: int) -> list[slice]:
     return split_input_slice(batch_size, [1] * count)
+
+
+@functools.lru_cache(maxsize=64)
+def _cuts(tasks: int, workers: int) -> tuple[int, ...]:
+    """Where ``tasks`` tasks are cut into ``workers`` contiguous runs, as even as possible."""
+    return tuple(np.linspace(0, tasks, workers + 1).round().astype(int).tolist())
 
 
 def _without_source_ref(task: dict, sources: dict) -> dict:

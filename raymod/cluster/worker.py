@@ -24,11 +24,11 @@ import numpy as np
 from ..context import array_module, as_numpy, context_of, cpu, gpu
 from ..io import DataBatch, DataDesc
 from ..kvstore.client import ShardClient
-from ..kvstore.layout import same_memory
 from ..kvstore.server import ServerLost
 from ..operator import unpack_props
 from ..optimizer import Updater
 from ..parallel import DataParallelExecutorGroup
+from ..profiling import profiled
 from ..symbol import load_json
 
 __all__ = ["Worker"]
@@ -225,6 +225,11 @@ class Worker:
         ``timeout`` seconds, the step it stopped before. ``generation`` is the kvstore's
         restore count: it is part of the values' version, as in ``weights_after``.
         """
+        with profiled("worker"):
+            return self._run_window(window, plan, weights, metric, timeout, generation)
+
+    def _run_window(self, window: int, plan: list[tuple], weights: tuple | None, metric: Any,
+                    timeout: float | None, generation: int) -> dict:
         clock = _Clock()
         done, finished = [], None  # finished: (step, values) when our push completed it
         for i, (step, tasks, svrg) in enumerate(plan):
@@ -373,7 +378,10 @@ class Worker:
             if sid not in self.sources:  # the RowReader, kept with whatever it caches
                 import ray
                 self.sources[sid] = ray.get(ref[0])
-            data, label = self.sources[sid].take(task["rows"])
+            rows = task["rows"]
+            if isinstance(rows, range):  # a contiguous slice, sent compactly
+                rows = np.arange(rows.start, rows.stop)
+            data, label = self.sources[sid].take(rows)
             return DataBatch(list(data), list(label))
         return DataBatch(task["data"], task.get("label") or [])
 
@@ -404,11 +412,11 @@ class Worker:
                     new = (view, view.reshape(array.shape))
                     self._shaped[id(view)] = new
                 new = new[1]
-                if new is array:  # bound to it already
-                    continue
-            else:
-                new = private(array)
-            if new is not None and not same_memory(array, new):
+                if new is not array:  # (a view of another block, or of a block gone by)
+                    replace[id(array)] = new
+                continue
+            new = private(array)  # a fresh array, or None when this one is private already
+            if new is not None:
                 replace[id(array)] = new
         self._rebind(replace)
 
@@ -474,7 +482,7 @@ class Worker:
     def _metric_state(metric: Any, group: DataParallelExecutorGroup, labels: list) -> dict:
         metric.reset()
         group.update_metric(metric, labels)
-        return metric.state()
+        return metric.part_state()  # one update: its record is all a merge needs
 
     # ---- SVRG ---------------------------------------------------------------------------------
     def take_snapshot(self, weights: tuple | None) -> dict:

@@ -11,6 +11,11 @@ __all__ = ["Workers"]
 MIN_STEP_TIMEOUT = 60.0
 #: the shortest default run-ahead window (steps)
 MIN_RUN_AHEAD = 8
+#: the longest default run-ahead window (steps)
+MAX_RUN_AHEAD = 64
+#: seconds of steps a default window holds once step times are known: a window's fixed cost
+#: (one Ray call per worker, its plan, the driver's bookkeeping) stays a small part of it
+WINDOW_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -39,8 +44,10 @@ class Workers:
         Steps a worker is handed at once: it computes step s+1 as soon as the servers
         publish step s's weights, with no driver round trip in between (1: one driver call
         per step). Default: 8, or twice the live workers when more, so that the driver's
-        calls per step stay constant as the pool grows. Batch-end callbacks then run up to
-        two windows late, in order.
+        calls per step stay constant as the pool grows; once step times are known, as many
+        steps as take about :data:`WINDOW_SECONDS` (at most :data:`MAX_RUN_AHEAD`), so that
+        short steps do not pay a call each. Batch-end callbacks then run up to two windows
+        late, in order.
     step_timeout : float, optional
         Seconds a step may take before the workers that have not pushed their slices are
         treated as hung (killed and replaced, their slices recomputed). Default: 10 times
@@ -91,9 +98,15 @@ class Workers:
             raise ValueError(f"Workers(num_slices=...) must be an int >= 1, got "
                              f"{self.num_slices!r}")
 
-    def window(self, live: int) -> int:
-        """Steps per run-ahead window with ``live`` workers (see ``run_ahead``)."""
-        return self.run_ahead if self.run_ahead is not None else max(MIN_RUN_AHEAD, 2 * live)
+    def window(self, live: int, step_seconds: float | None = None) -> int:
+        """Steps per run-ahead window with ``live`` workers and steps of ``step_seconds``
+        (None: not known yet); see ``run_ahead``."""
+        if self.run_ahead is not None:
+            return self.run_ahead
+        steps = max(MIN_RUN_AHEAD, 2 * live)
+        if step_seconds:
+            steps = max(steps, min(MAX_RUN_AHEAD, int(WINDOW_SECONDS / step_seconds)))
+        return steps
 
     @property
     def slices(self) -> int:

@@ -123,7 +123,8 @@ class ShardClient:
         per shard, or None if some wait ended without the step (aborted, timed out)."""
         import ray
         try:
-            answers.update(zip(calls, ray.get(list(calls.values()))))
+            if calls:
+                answers.update(zip(calls, ray.get(list(calls.values()))))
         except ray.exceptions.RayActorError as err:
             raise ServerLost(f"lost a kvstore server while waiting: {type(err).__name__}") \
                 from None
@@ -165,11 +166,13 @@ class ShardClient:
             else:  # Ray copies the buffer into the object store at .remote(): reusable
                 payload = self.layout.pack(shard, grads, out=self._pack_buffer(shard))
             acks[shard] = server.push.remote(step, slice_id, payload, num_slices, extra)
-        try:
-            answers = dict(zip(acks, ray.get(list(acks.values()))))
-        except ray.exceptions.RayActorError as err:
-            raise ServerLost(f"lost a kvstore server while pushing: {type(err).__name__}") \
-                from None
+        answers = {}
+        if acks:  # (doorbell pushes alone: no Ray call to wait for)
+            try:
+                answers = dict(zip(acks, ray.get(list(acks.values()))))
+            except ray.exceptions.RayActorError as err:
+                raise ServerLost(f"lost a kvstore server while pushing: "
+                                 f"{type(err).__name__}") from None
         if sent is not None:
             sent()
         for shard in rung:

@@ -346,6 +346,32 @@ class EvalMetric:
                 "global": copy.deepcopy(self._global),
                 "step": copy.deepcopy(self._last) if single else None}
 
+    def part_state(self) -> dict:
+        """:meth:`state` in its smallest form: what a worker sends for its part of a batch
+        (:meth:`merge_parts` and :meth:`merge` take it).
+
+        Returns
+        -------
+        dict
+            After exactly one recorded update since :meth:`reset`, ``metric`` (class name)
+            and ``step`` (that update's additive record, shared with this metric, not
+            copied: send or merge it before the next update); otherwise :meth:`state` (an
+            MXNet-style subclass that sets ``sum_metric`` itself keeps no record).
+        """
+        if self._last is None or self._local["updates"] != 1 or self._global["updates"] != 1:
+            return self.state()
+        return {"metric": type(self).__name__, "step": self._last}
+
+    def _whole_state(self, state: dict) -> dict:
+        """``state`` with its totals (a :meth:`part_state` covers one update)."""
+        if "local" in state:
+            return state
+        totals = self._new_totals()
+        self._fold(totals, copy.deepcopy(state["step"]))
+        totals["updates"] = 1
+        return {"metric": state["metric"], "local": totals, "global": copy.deepcopy(totals),
+                "step": state["step"]}
+
     def _check_state(self, state: dict) -> None:
         if not isinstance(state, dict) or state.get("metric") != type(self).__name__:
             got = state.get("metric") if isinstance(state, dict) else type(state).__name__
@@ -371,6 +397,7 @@ class EvalMetric:
         if isinstance(state, EvalMetric):
             state = state.state()
         self._check_state(state)
+        state = self._whole_state(state)
         fresh = self._local["updates"] == 0 and self._global["updates"] == 0
         self._local = combine(self._local, state["local"])
         self._global = combine(self._global, state["global"])
@@ -389,7 +416,7 @@ class EvalMetric:
         Parameters
         ----------
         states : iterable of dict
-            One-update states from :meth:`state`.
+            One-update states from :meth:`state` or :meth:`part_state`.
 
         Returns
         -------
@@ -412,7 +439,9 @@ class EvalMetric:
                     f"merge_parts needs states of exactly one update each, got one covering "
                     f"{s['local']['updates']} local / {s['global']['updates']} global updates "
                     "(reset() the metric before each step's update)")
-        record = functools.reduce(combine, (copy.deepcopy(s["step"]) for s in states))
+        record = functools.reduce(combine, (s["step"] for s in states))  # new objects
+        if len(states) == 1:  # ... unless nothing was combined
+            record = copy.deepcopy(record)
         totals = self._new_totals()
         self._fold(totals, record)
         totals["updates"] = 1

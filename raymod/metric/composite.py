@@ -160,6 +160,11 @@ class CompositeEvalMetric(EvalMetric):
         """``{"metric": "CompositeEvalMetric", "metrics": [child states]}``."""
         return {"metric": type(self).__name__, "metrics": [m.state() for m in self.metrics]}
 
+    def part_state(self) -> dict:
+        """Every child's :meth:`EvalMetric.part_state`, in the form of :meth:`state`."""
+        return {"metric": type(self).__name__,
+                "metrics": [m.part_state() for m in self.metrics]}
+
     def _children_states(self, state: dict) -> list[dict]:
         self._check_state(state)
         if len(state["metrics"]) != len(self.metrics):

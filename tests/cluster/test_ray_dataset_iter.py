@@ -127,7 +127,9 @@ def test_two_workers_read_blocks_and_survive_a_kill(rows, close_modules):
             pool.wait_for(2, 120)
             threading.Timer(0.01, kill_one, args=(pool,)).start()
 
-    mod, got = fit(it, 2, close_modules, on_batch=on_batch)
+    # windows of 8 steps, not the default's time-based ones: however fast the machine, steps
+    # remain after batch 20's callback (callbacks run up to two windows late)
+    mod, got = fit(it, rm.Workers(2, run_ahead=8), close_modules, on_batch=on_batch)
     assert_close(reference, got)
     assert counted == [0] * 80  # every row of the epoch so far counted once after each step
     events = [e["event"] for e in mod._pool.events]

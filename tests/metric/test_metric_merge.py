@@ -238,3 +238,56 @@ def test_merge_accepts_a_metric_and_keeps_step_of_fresh_target():
     assert b.state()["step"] == a.state()["step"]  # still a one-update state
     b.merge(a)
     assert b.state()["step"] is None and b.num_inst == 4
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_part_states_through_json_merge_as_whole_states(case):
+    """What a worker pushes (``part_state``, sent as JSON by the doorbell) merges, by parts
+    and one at a time, exactly as the full states do."""
+    from raymod.kvstore.doorbell import from_json, to_json
+    make, batch_fn = CASES[case]
+    batch = batch_fn(np.random.default_rng(30))
+    parts, wholes = [], []
+    for labels, preds in split(batch, 3):
+        worker = make()
+        worker.update(labels, preds)
+        parts.append(from_json(json.loads(json.dumps(to_json(worker.part_state())))))
+        wholes.append(worker.state())
+    by_parts, by_wholes = make(), make()
+    by_parts.merge(by_parts.merge_parts(parts))
+    by_wholes.merge(by_wholes.merge_parts(wholes))
+    assert_same_metric(by_parts, by_wholes)
+    one_by_one, reference = make(), make()
+    for part, whole in zip(parts, wholes):
+        one_by_one.merge(part)
+        reference.merge(whole)
+    assert_same_metric(one_by_one, reference)
+
+
+def test_part_state_is_the_record_of_exactly_one_update():
+    m = metric.Accuracy()
+    assert m.part_state() == m.state()  # no update: the whole (empty) state
+    labels, preds = class_batch(4)(np.random.default_rng(0))
+    m.update(labels, preds)
+    assert set(m.part_state()) == {"metric", "step"}
+    m.update(labels, preds)
+    assert m.part_state() == m.state()
+
+
+def test_mxnet_style_metric_parts_merge_by_addition():
+    """A subclass that sets sum_metric / num_inst itself keeps no record: its part is its
+    whole state, and the parts add up."""
+    class Count(metric.EvalMetric):
+        def update(self, labels, preds):
+            self.sum_metric += float(len(preds[0]))
+            self.num_inst += 1
+
+    parts = []
+    for n in (3, 5):
+        m = Count("count")
+        m.update(None, [np.zeros(n)])
+        parts.append(m.part_state())
+    driver = Count("count")
+    for p in parts:
+        driver.merge(p)
+    assert (driver.sum_metric, driver.num_inst) == (8.0, 2)
