@@ -535,23 +535,29 @@ class Executor:
         def swap(a):
             return a if a is None else get(id(a), a)
 
-        # a worker rebinds its parameters every step: only the lists that hold a replaced
-        # array are rebuilt, each after its new arrays were checked
-        args, grads, aux = (any(a is not None and id(a) in replace for a in arrays)
-                            for arrays in (self.arg_arrays, self.grad_arrays, self.aux_arrays))
-        for touched, arrays in ((args, self.arg_arrays), (grads, self.grad_arrays),
-                                (aux, self.aux_arrays)):
-            for old in arrays if touched else ():
-                new = swap(old)
-                if new is not old and (new.shape != old.shape or new.dtype != old.dtype):
+        # a worker rebinds its parameters every step: one pass finds (and checks) the
+        # replaced entries, and only those are written, into copies of the lists
+        found: dict[str, list] = {"arg": [], "grad": [], "aux": []}
+        for kind, arrays in (("arg", self.arg_arrays), ("grad", self.grad_arrays),
+                             ("aux", self.aux_arrays)):
+            for i, old in enumerate(arrays):
+                new = None if old is None else get(id(old))
+                if new is None or new is old:
+                    continue
+                if new.shape != old.shape or new.dtype != old.dtype:
                     raise MXNetError(f"rebind: an array of shape {tuple(old.shape)} "
                                      f"{old.dtype} cannot become {tuple(new.shape)} {new.dtype}")
-        if args:
-            self.arg_arrays = [swap(a) for a in self.arg_arrays]
-            self.arg_dict = dict(zip(self.arg_dict, self.arg_arrays))
-            for slot, array in zip(self.plan.arg_slots, self.arg_arrays):
-                self._values[slot] = array
-        if grads:
+                found[kind].append((i, new))
+        if found["arg"]:
+            self.arg_arrays, self.arg_dict = list(self.arg_arrays), dict(self.arg_dict)
+            for i, new in found["arg"]:
+                self.arg_arrays[i] = self.arg_dict[self._arg_names[i]] = new
+                self._values[self.plan.arg_slots[i]] = new
+        if found["aux"]:
+            self.aux_arrays, self.aux_dict = list(self.aux_arrays), dict(self.aux_dict)
+            for i, new in found["aux"]:
+                self.aux_arrays[i] = self.aux_dict[self._aux_names[i]] = new
+        if found["grad"]:  # gradients sit in more places; they move rarely (a new push block)
             self.grad_arrays = [swap(a) for a in self.grad_arrays]
             self.grad_dict = {n: swap(a) for n, a in self.grad_dict.items()}
             self._grad_targets = [(n, s, swap(g), w) for n, s, g, w in self._grad_targets]
@@ -559,9 +565,6 @@ class Executor:
                 step[:-1] + ({"grad_out": [swap(g) for g in step[-1]["grad_out"]]}
                              if step[-1] else {},)
                 for step in self._backward_steps]
-        if aux:
-            self.aux_arrays = [swap(a) for a in self.aux_arrays]
-            self.aux_dict = dict(zip(self.aux_dict, self.aux_arrays))
 
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False,
                 **kwargs) -> "Executor":

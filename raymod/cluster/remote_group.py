@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import pickle
 import statistics
 import time
 from collections import deque
@@ -144,6 +145,7 @@ class _StepState:
         self.finishing = False              # merging / calling back right now
         self.step_seconds: deque = deque(maxlen=64)  # recent step wall times (deadlines)
         self.window_ended = 0.0             # perf_counter when the last window completed
+        self.median_step: float | None = None  # of step_seconds, after each window
 
 
 @dataclass
@@ -376,8 +378,7 @@ class RayExecutorGroup:
 
     def _window(self) -> int:
         """Steps per run-ahead window now (``Workers.window`` at the recent step time)."""
-        seen = self.state.step_seconds
-        return self.pool.spec.window(len(self.pool), statistics.median(seen) if seen else None)
+        return self.pool.spec.window(len(self.pool), self.state.median_step)
 
     def _runs_ahead(self) -> bool:
         st = self.state
@@ -434,8 +435,11 @@ class RayExecutorGroup:
                 plan.append((p.step, chunks.get(rank, []), p.svrg))
         # the first step's weights are known only when nothing is in flight
         weights = None if st.inflight else st.weights
-        # one object-store copy of the plans and the metric, not one per call
-        shared = self.pool._ray.put((plans, st.metric, st.kv.generation, sources))
+        # one object-store copy of the plans and the metric, not one per call; each plan is
+        # plain data pickled by the C pickler (cloudpickle calls back into Python for every
+        # object, and a window holds steps x slices task dicts), so a worker reads only its own
+        blobs = {rank: pickle.dumps(plan, protocol=5) for rank, plan in plans.items()}
+        shared = self.pool._ray.put((blobs, st.metric, st.kv.generation, sources))
         refs = {rank: (self.pool.workers[rank].run_shared_window.remote(wid, [shared], weights),
                        plan) for rank, plan in plans.items()}
         st.inflight.append(_Window(wid, planned, refs, time.perf_counter()))
@@ -490,6 +494,7 @@ class RayExecutorGroup:
         wall, st.window_ended = now - max(win.started, st.window_ended), now
         for _ in win.steps:
             st.step_seconds.append(wall / len(win.steps))
+        st.median_step = statistics.median(st.step_seconds)
         st.timings.add_window(wall, len(win.steps), results.values())
         self._completed(win.steps)
 

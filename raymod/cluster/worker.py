@@ -16,6 +16,7 @@ snapshot swap) first gives the executors private copies again.
 from __future__ import annotations
 
 import os
+import pickle
 import time
 from typing import Any, Callable
 
@@ -200,15 +201,16 @@ class Worker:
                 "seconds": clock.laps}
 
     def run_shared_window(self, window: int, shared: list, weights: tuple | None) -> dict:
-        """:meth:`run_window` with ``shared = [ref]`` to ``(plans by rank, metric,
-        generation, row sources)``, put once for every worker of the window (the plans'
-        tasks name their row source by id; its ref comes once, in ``row sources``)."""
+        """:meth:`run_window` with ``shared = [ref]`` to ``(pickled plan by rank, metric,
+        generation, row sources)``, put once for every worker of the window by the driver
+        (the plans' tasks name their row source by id; its ref comes once, in ``row
+        sources``). A plan is plain data pickled by the driver of this run, nothing else."""
         import ray
-        plans, metric, generation, sources = ray.get(shared[0])
+        blobs, metric, generation, sources = ray.get(shared[0])
         for sid, ref in sources.items():
             if sid not in self.sources:  # the RowReader, kept with whatever it caches
                 self.sources[sid] = ray.get(ref[0])
-        return self.run_window(window, plans[self.rank], weights, metric,
+        return self.run_window(window, pickle.loads(blobs[self.rank]), weights, metric,
                                generation=generation)
 
     def run_window(self, window: int, plan: list[tuple], weights: tuple | None,

@@ -11,7 +11,10 @@ __all__ = ["Workers"]
 MIN_STEP_TIMEOUT = 60.0
 #: the shortest default run-ahead window (steps)
 MIN_RUN_AHEAD = 8
-#: the longest default run-ahead window (steps)
+#: default window steps per live worker: a window costs the driver one call per worker, so
+#: its calls per step stay 1/WINDOW_PER_WORKER however large the pool
+WINDOW_PER_WORKER = 4
+#: the longest default run-ahead window (steps) that the step time alone asks for
 MAX_RUN_AHEAD = 64
 #: seconds of steps a default window holds once step times are known: a window's fixed cost
 #: (one Ray call per worker, its plan, the driver's bookkeeping) stays a small part of it
@@ -43,7 +46,7 @@ class Workers:
     run_ahead : int, optional
         Steps a worker is handed at once: it computes step s+1 as soon as the servers
         publish step s's weights, with no driver round trip in between (1: one driver call
-        per step). Default: 8, or twice the live workers when more, so that the driver's
+        per step). Default: 8, or four times the live workers when more, so that the driver's
         calls per step stay constant as the pool grows; once step times are known, as many
         steps as take about :data:`WINDOW_SECONDS` (at most :data:`MAX_RUN_AHEAD`), so that
         short steps do not pay a call each. Batch-end callbacks then run up to two windows
@@ -103,7 +106,7 @@ class Workers:
         (None: not known yet); see ``run_ahead``."""
         if self.run_ahead is not None:
             return self.run_ahead
-        steps = max(MIN_RUN_AHEAD, 2 * live)
+        steps = max(MIN_RUN_AHEAD, WINDOW_PER_WORKER * live)
         if step_seconds:
             steps = max(steps, min(MAX_RUN_AHEAD, int(WINDOW_SECONDS / step_seconds)))
         return steps

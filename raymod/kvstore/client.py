@@ -26,7 +26,7 @@ import numpy as np
 from ..base import MXNetError
 from . import shm
 from .compression import quantize_2bit
-from .doorbell import Doorbell, to_json
+from .doorbell import Doorbell
 from .layout import ShardLayout
 from .server import Published, ServerLost
 
@@ -58,6 +58,7 @@ class ShardClient:
         # per-step work done once: a block's views stay valid as long as the block
         self._whole: dict[int, tuple[int, list]] = {}     # shard -> (pieces seen, whole ones)
         self._views: dict[str, tuple[int, dict]] = {}     # block name -> (pieces seen, views)
+        self._in_place: dict[str, dict] = {}  # outbox name -> {key: array found lying in it}
         self.set_servers(servers)
 
     def set_servers(self, servers: list) -> None:
@@ -150,14 +151,14 @@ class ShardClient:
                 payload = {dt: quantize_2bit(buf, res.setdefault(dt, np.zeros_like(buf)),
                                              self.threshold) for dt, buf in packed.items()}
             elif self.local[shard] and (block := self._outbox(shard, slot)) is not None:
-                self.layout.pack(shard, grads, out=block.arrays)  # in-place pieces stay
+                self._pack_into(shard, block, grads)
                 payload = block.handle
                 if self.doorbells[shard] is not None:
                     message = {"step": step, "slice": slice_id, "num_slices": num_slices,
                                "block": payload.name,
                                "sizes": [list(x) for x in payload.sizes]}
-                    if extra is not None:
-                        message["metric"] = to_json(extra)
+                    if extra is not None:  # (numpy values: as to_json, by the doorbell)
+                        message["metric"] = extra
                     if wait is not None:
                         message.update(wait=step, window=wait[0], timeout=wait[1])
                     self._ring(shard, message)
@@ -178,6 +179,17 @@ class ShardClient:
         for shard in rung:
             answers[shard] = self._answer(shard)
         return answers
+
+    def _pack_into(self, shard: int, block: shm.SharedBlock, grads: dict) -> None:
+        """Pack ``grads`` into an outbox block; a gradient computed in it stays. Which array
+        lies in place is checked once per (block, array): the check reads each array's
+        address, which costs numpy more than the rest of a small push."""
+        seen = self._in_place.setdefault(block.handle.name, {})
+        rest = {key: a for key, a in grads.items() if seen.get(key) is not a}
+        found: set = set()
+        self.layout.pack(shard, rest, out=block.arrays, in_place=found)
+        for key in found:  # held here, so the identity stays this array's
+            seen[key] = rest[key]
 
     def wait_done(self, step: int, window: int, timeout: float | None = None) -> list | None:
         """Wait until every shard finished ``step``; its published values per shard (as
@@ -289,6 +301,7 @@ class ShardClient:
         sizes = dict(self.layout.sizes[shard])
         if boxes and dict(boxes[0].handle.sizes) != sizes:  # the layout grew: start over
             for box in boxes:
+                self._in_place.pop(box.handle.name, None)
                 box.unlink()
             boxes.clear()
         try:
@@ -349,3 +362,4 @@ class ShardClient:
             for box in boxes:
                 box.unlink()
         self.outboxes.clear()
+        self._in_place.clear()

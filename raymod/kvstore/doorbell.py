@@ -220,7 +220,7 @@ class Doorbell:
     def send(self, message: dict) -> None:
         """Send one message; raises ``ConnectionError`` if the server is gone."""
         try:
-            self._sock.sendall(json.dumps(message).encode() + b"\n")
+            self._sock.sendall(_dumps(message) + b"\n")
         except OSError as err:
             raise ConnectionError(f"kvstore doorbell: {err}") from None
 
@@ -244,6 +244,25 @@ class Doorbell:
             self._sock.close()
         except OSError:
             pass
+
+
+def _dumps(message: dict) -> bytes:
+    """``message`` as JSON bytes, numpy values in :func:`to_json`'s form. The encoder asks
+    :func:`_plain` about numpy values only, instead of a walk over the whole message first
+    (a worker sends one per step); keys JSON cannot take fall back to that walk."""
+    try:
+        return json.dumps(message, default=_plain).encode()
+    except TypeError:
+        return json.dumps(to_json(message)).encode()
+
+
+def _plain(value: Any) -> Any:
+    """``json.dumps``'s ``default``: a numpy array or scalar as :func:`to_json` writes it."""
+    if isinstance(value, np.ndarray):
+        return {"__array__": value.tolist(), "dtype": value.dtype.str}
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def to_json(value: Any) -> Any:

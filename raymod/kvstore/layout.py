@@ -97,11 +97,12 @@ class ShardLayout:
         return {dt: np.zeros(n, dtype=dt) for dt, n in self.sizes[shard].items()}
 
     def pack(self, shard: int, arrays: Mapping[Any, Any],
-             out: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+             out: dict[str, np.ndarray] | None = None,
+             in_place: set | None = None) -> dict[str, np.ndarray]:
         """Copy the shard's pieces of ``arrays`` (key -> array) into its flat buffers.
 
         A piece whose array already lies at its place in ``out`` (a gradient computed
-        straight into a push block) is not copied.
+        straight into a push block) is not copied; its key is added to ``in_place``.
         """
         out = self.buffers(shard) if out is None else out
         for p in self.shards[shard]:
@@ -110,6 +111,8 @@ class ShardLayout:
             target = out[p.dtype][p.offset:p.offset + p.size]
             source = arrays[p.key].reshape(-1)[p.start:p.stop]
             if isinstance(source, np.ndarray) and same_memory(source, target):
+                if in_place is not None:
+                    in_place.add(p.key)
                 continue
             target[...] = as_numpy(source)
         return out

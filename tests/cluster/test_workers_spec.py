@@ -7,10 +7,10 @@ from raymod.cluster.workers import MAX_RUN_AHEAD, MIN_RUN_AHEAD, WINDOW_SECONDS
 
 @pytest.mark.parametrize("live, seconds, expected", [
     (1, None, MIN_RUN_AHEAD),                  # no step time yet: the floor
-    (8, None, 16),                              # twice the live workers
+    (8, None, 32),                              # four times the live workers
     (1, 0.5, MIN_RUN_AHEAD),                    # long steps: the floor still holds
     (1, WINDOW_SECONDS / 50, 50),               # short steps: about WINDOW_SECONDS of them
-    (8, WINDOW_SECONDS / 10, 16),               # never below twice the live workers
+    (8, WINDOW_SECONDS / 10, 32),               # never below four times the live workers
     (1, 1e-6, MAX_RUN_AHEAD),                   # capped
 ])
 def test_default_window_follows_pool_and_step_time(live, seconds, expected):
