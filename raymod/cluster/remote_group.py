@@ -467,9 +467,12 @@ class RayExecutorGroup:
         win = st.inflight[0]
         waiting = {ref: rank for rank, (ref, _) in win.refs.items()}
         results, progress = {}, None
+        ray = self.pool._ray
         while waiting:
-            done, _ = self.pool._ray.wait(list(waiting), num_returns=1,
-                                          timeout=self._deadline(1))
+            # every result in already, in one wait and one get; else the first to come
+            done, _ = ray.wait(list(waiting), num_returns=len(waiting), timeout=0)
+            if not done:
+                done, _ = ray.wait(list(waiting), num_returns=1, timeout=self._deadline(1))
             if not done:
                 now = st.kv.steps_done()
                 if now != progress:  # still moving: a slow step, not a hung worker
@@ -478,16 +481,16 @@ class RayExecutorGroup:
                 self._stop_hung(win)
                 self._recover_windows()
                 return
-            rank = waiting.pop(done[0])
             try:
-                out = self.pool._ray.get(done[0])
-            except (ServerLost, self.pool._ray.exceptions.RayActorError):
+                outs = ray.get(done)
+            except (ServerLost, ray.exceptions.RayActorError):
                 self._recover_windows()
                 return
-            if out["stopped"] is not None:  # aborted: cannot happen unless we re-plan
-                self._recover_windows()
-                return
-            results[rank] = out
+            for ref, out in zip(done, outs):
+                if out["stopped"] is not None:  # aborted: cannot happen unless we re-plan
+                    self._recover_windows()
+                    return
+                results[waiting.pop(ref)] = out
         st.inflight.pop(0)
         # the window's own span: it was queued behind the one before until that ended
         now = time.perf_counter()
