@@ -30,6 +30,9 @@ the record of the one update a state covers, present only while it covers exactl
   F1, Perplexity, ...) the two merges give the same value; for per-update ones (MSE, MAE,
   RMSE, macro F1/MCC, macro PearsonCorrelation) only ``merge_parts`` reproduces a single
   process that saw the whole batch.
+
+A worker sends :meth:`EvalMetric.part_state` for its slice: ``{"metric", "step"}`` alone (the
+totals of one update follow from its record), which both merges accept.
 """
 from __future__ import annotations
 
