@@ -49,10 +49,11 @@ def test_named_actors_metrics_and_membership_scalars(ray_cluster, close_modules,
     assert seen["actors"] == {("raymod-worker-0", "Worker"), ("raymod-worker-1", "Worker"),
                               ("raymod-kvserver-0", "KVServer")}
     assert mod._ray_metrics.figures["raymod_live_workers"] == 2
-    # Ray's metrics agent exports the driver's figures every few seconds
+    # Ray's metrics agent exports the driver's figures every few seconds: an export from
+    # before the replacement joined still says 1 live worker, so wait for the last figures
     url = f"http://127.0.0.1:{ray_cluster['metrics_export_port']}/metrics"
     deadline, samples, workers = time.monotonic() + 90, [], []
-    while time.monotonic() < deadline and not (samples and workers):
+    while time.monotonic() < deadline and not (samples and workers == [2.0]):
         text = urllib.request.urlopen(url, timeout=10).read().decode()
         samples = metric_values(text, "ray_raymod_samples_per_second", seen["fit"])
         workers = metric_values(text, "ray_raymod_live_workers", seen["fit"])
