@@ -366,7 +366,8 @@ class EvalMetric:
         return {"metric": type(self).__name__, "step": self._last}
 
     def _whole_state(self, state: dict) -> dict:
-        """``state`` with its totals (a :meth:`part_state` covers one update)."""
+        """``state`` with its totals (a :meth:`part_state` covers one update: the totals
+        are its record folded once)."""
         if "local" in state:
             return state
         totals = self._new_totals()
@@ -442,11 +443,5 @@ class EvalMetric:
                     f"merge_parts needs states of exactly one update each, got one covering "
                     f"{s['local']['updates']} local / {s['global']['updates']} global updates "
                     "(reset() the metric before each step's update)")
-        record = functools.reduce(combine, (s["step"] for s in states))  # new objects
-        if len(states) == 1:  # ... unless nothing was combined
-            record = copy.deepcopy(record)
-        totals = self._new_totals()
-        self._fold(totals, record)
-        totals["updates"] = 1
-        return {"metric": type(self).__name__, "local": totals,
-                "global": copy.deepcopy(totals), "step": record}
+        record = functools.reduce(combine, (s["step"] for s in states))
+        return self._whole_state({"metric": type(self).__name__, "step": record})
