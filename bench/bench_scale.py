@@ -84,8 +84,7 @@ def fit_timed(mod, it, workers: int, run_ahead: int, steps: int) -> dict:
     def stamp(*_):
         stamps.append((time.perf_counter(), _cpu(), _busy(mod)))
 
-    if pool is not None:
-        pool.spec = dataclasses.replace(pool.spec, run_ahead=run_ahead)
+    pool.spec = dataclasses.replace(pool.spec, run_ahead=run_ahead)
     it.reset()
     stamp()
     mod.fit(it, num_epoch=2, optimizer="sgd", kvstore="dist_sync",
@@ -121,6 +120,8 @@ def main() -> None:
             spec = rm.Workers(n, cpus_per_worker=CLUSTER_CPUS / max(counts))
             mod = rm.mod.Module(symbol, workers=spec)
             it = rm.io.NDArrayIter(X, y, batch_size=batch)
+            # bound first: the pool (whose spec each mode sets) exists from the bind on
+            mod.bind(data_shapes=it.provide_data, label_shapes=it.provide_label)
             for mode, ahead in (("before", 1), ("after", args.run_ahead)):
                 rec = fit_timed(mod, it, n, ahead, steps)
                 rows.append(emit(kind="fit", workload=workload, workers=n, mode=mode,
