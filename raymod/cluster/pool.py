@@ -95,6 +95,7 @@ class WorkerPool:
         self._setup: dict[Any, tuple[str, tuple]] = {}
         self._sources: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._source_ids = 0
+        self._readers_held: dict[int, set] = {}  # rank -> ids of the readers it was sent
         self.events: list[dict] = []
         self._replace = False  # a worker was lost: start a replacement at the next boundary
         self._next_drain_check = 0.0
@@ -437,3 +438,11 @@ class WorkerPool:
             entry = (self._source_ids, [self._ray.put(src.reader())])
             self._sources[src] = entry
         return entry
+
+    def readers_to_send(self, rank: int, sources: dict) -> dict:
+        """The ``{id: [ref]}`` of ``sources`` that worker ``rank`` was not sent yet (it keeps
+        every reader it gets); they count as sent from now on."""
+        held = self._readers_held.setdefault(rank, set())
+        new = {sid: ref for sid, ref in sources.items() if sid not in held}
+        held.update(new)
+        return new

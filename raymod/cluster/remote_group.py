@@ -41,8 +41,9 @@ from ..parallel.executor_group import _desc
 from ..parallel.slicing import batch_axis, split_input_slice, take_slice
 from ..symbol import Symbol
 from .controller import RestoreServers, ServerDied
+from .plan import RankPlan, SliceTasks, cuts, pack_window
 from .pool import WorkerPool, WorkersUnavailable
-from .workers import MIN_STEP_TIMEOUT
+from .workers import MIN_RUN_AHEAD, MIN_STEP_TIMEOUT
 
 __all__ = ["RayExecutorGroup"]
 
@@ -50,6 +51,9 @@ _GROUP_IDS = itertools.count(1)
 _WINDOW_IDS = itertools.count(1)
 #: the driver keeps a KVServer snapshot this often (steps), plus the log of steps since
 SNAPSHOT_EVERY = 50
+#: a window plan shared by every worker travels inline in each call up to this size, else
+#: once through the object store (Ray copies an argument over 100 KiB per call)
+INLINE_PLAN_BYTES = 32 * 1024
 
 
 def _settled(method: Callable) -> Callable:
@@ -146,6 +150,7 @@ class _StepState:
         self.step_seconds: deque = deque(maxlen=64)  # recent step wall times (deadlines)
         self.window_ended = 0.0             # perf_counter when the last window completed
         self.median_step: float | None = None  # of step_seconds, after each window
+        self.last_window = 0                # steps of the last window launched since a drain
 
 
 @dataclass
@@ -257,7 +262,8 @@ class RayExecutorGroup:
         return DataDesc(desc.name, shape, desc.dtype, desc.layout)
 
     def slices(self, count: int) -> list[slice]:
-        """The batch cut into ``count`` slices (fewer if the batch is smaller)."""
+        """The batch cut into ``count`` slices (fewer if the batch is smaller): the same
+        list each time (a window of steps pickles it once); not to be changed."""
         return _even_slices(self.batch_size, max(1, min(count, self.batch_size)))
 
     def reshape(self, data_shapes: Any, label_shapes: Any) -> None:
@@ -363,10 +369,7 @@ class RayExecutorGroup:
         if st.snapshot is None or st.snapshot_writes != st.kv.writes:
             self.drain()
             self._snapshot_now()
-        # own copies: the iterator may reuse its buffers for the next batch
-        tasks = self._tasks(batch, self.slices(self.pool.spec.slices), labels=True, copy=True)
-        for t in tasks:
-            t["num_slices"] = len(tasks)
+        tasks = self._step_tasks(batch)
         st.planned.append(_Planned(st.step, tasks, svrg, on_done))
         st.replay.append((st.step, tasks, svrg))
         st.step += 1
@@ -377,8 +380,14 @@ class RayExecutorGroup:
             self._launch()
 
     def _window(self) -> int:
-        """Steps per run-ahead window now (``Workers.window`` at the recent step time)."""
-        return self.pool.spec.window(len(self.pool), self.state.median_step)
+        """Steps per run-ahead window now: ``Workers.window`` at the recent step time. A
+        default window after a drain starts at MIN_RUN_AHEAD steps and doubles per window
+        (the workers idle while the driver plans the first one)."""
+        spec, st = self.pool.spec, self.state
+        full = spec.window(len(self.pool), st.median_step)
+        if spec.run_ahead is not None:
+            return full
+        return min(full, max(MIN_RUN_AHEAD, 2 * st.last_window))
 
     def _runs_ahead(self) -> bool:
         st = self.state
@@ -416,6 +425,7 @@ class RayExecutorGroup:
             self._launch()
         while st.inflight:
             self._collect_oldest()
+        st.last_window = 0
         self._finish_steps()
 
     def _launch(self) -> None:
@@ -424,27 +434,49 @@ class RayExecutorGroup:
         planned, st.planned = st.planned, []
         if not planned:
             return
+        st.last_window = len(planned)
         self.pool.busy = self._busy_ranks
         self.pool.poll()  # joins, replacements and leaves (or a stop when short) between windows
         wid = next(_WINDOW_IDS)
-        plans: dict[int, list] = {rank: [] for rank in self.pool.ranks}
         sources: dict[int, list] = {}  # each row source's ref once, not once per slice
-        for p in planned:
-            chunks = self._assign([_without_source_ref(t, sources) for t in p.tasks])
-            for rank, plan in plans.items():
-                plan.append((p.step, chunks.get(rank, []), p.svrg))
+        plans = self._plans([(p.step, p.tasks, p.svrg) for p in planned], sources)
         # the first step's weights are known only when nothing is in flight
         weights = None if st.inflight else st.weights
-        # one object-store copy of the plans and the metric, not one per call; each plan is
-        # plain data pickled by the C pickler (cloudpickle calls back into Python for every
-        # object, and a window holds steps x slices task dicts), so a worker reads only its own
-        blobs = {rank: pickle.dumps(plan, protocol=5) for rank, plan in plans.items()}
-        shared = self.pool._ray.put((blobs, st.metric, st.kv.generation, sources))
-        refs = {rank: (self.pool.workers[rank].run_shared_window.remote(wid, [shared], weights),
-                       plan) for rank, plan in plans.items()}
+        # Each call carries plain bytes, small enough for Ray to inline: the plan, pickled
+        # by the C pickler (cloudpickle calls back into Python for every task dict), the
+        # metric pickled once, and only the readers this worker was not sent before. An
+        # object ref inside an argument costs Ray a borrow protocol per call.
+        from ray import cloudpickle
+        metric = None if st.metric is None else cloudpickle.dumps(st.metric)
+        refs = {rank: (self.pool.workers[rank].run_planned_window.remote(
+                    wid, blob, place, metric, st.kv.generation,
+                    self.pool.readers_to_send(rank, sources), weights), plan)
+                for rank, (blob, place, plan) in plans.items()}
         st.inflight.append(_Window(wid, planned, refs, time.perf_counter()))
         while len(st.inflight) > 1:  # the workers have the next window queued meanwhile
             self._collect_oldest()
+
+    def _plans(self, steps: list[tuple], sources: dict) -> dict[int, tuple]:
+        """Each live worker's share of ``[(step, tasks, svrg), ...]``: ``{rank: (bytes to
+        send, place, plan)}``; ``plan`` iterates as the worker's ``(step, tasks, svrg)``;
+        the row sources' refs go into ``sources``."""
+        ranks = self.pool.ranks
+        if all(isinstance(tasks, SliceTasks) for _, tasks, _ in steps):
+            # one plan for every worker, pickled once: each cuts out its own slices
+            for _, tasks, _ in steps:
+                sources[tasks.source[0]] = tasks.source[1]
+            shared = pickle.dumps(pack_window(steps), protocol=5)
+            if len(shared) > INLINE_PLAN_BYTES:  # (shuffled rows) one copy, not one per call
+                shared = [self.pool._ray.put(shared)]
+            return {rank: (shared, (i, len(ranks)), RankPlan(steps, i, len(ranks)))
+                    for i, rank in enumerate(ranks)}
+        per_rank: dict[int, list] = {rank: [] for rank in ranks}  # tasks by value
+        for step, tasks, svrg in steps:
+            chunks = self._assign([_without_source_ref(t, sources) for t in tasks])
+            for rank, plan in per_rank.items():
+                plan.append((step, chunks.get(rank, []), svrg))
+        return {rank: (pickle.dumps(plan, protocol=5), None, plan)
+                for rank, plan in per_rank.items()}
 
     def _busy_ranks(self) -> set:
         return {rank for win in self.state.inflight for rank in win.refs}
@@ -904,37 +936,53 @@ class RayExecutorGroup:
         ranks = self.pool.ranks
         if not ranks:
             raise MXNetError("no live workers")
-        cuts = _cuts(len(tasks), len(ranks))
-        return {r: tasks[a:b] for r, a, b in zip(ranks, cuts[:-1], cuts[1:]) if b > a}
+        edges = cuts(len(tasks), len(ranks))
+        return {r: tasks[a:b] for r, a, b in zip(ranks, edges[:-1], edges[1:]) if b > a}
 
     def _tasks(self, batch: Any, slices: list[slice], labels: bool,
                copy: bool = False) -> list[dict]:
         """One task per slice: row ids of a known source, or the arrays themselves (views
         of the batch's, or of one copy of them with ``copy``)."""
-        source, rows = getattr(batch, "source", None), getattr(batch, "index", None)
-        base = {"group": self.group_id}
-        layouts = [batch_axis(d.layout) for d in self.data_shapes + (self.label_shapes or [])]
-        if (source is not None and rows is not None and len(rows) == self.batch_size
-                and all(ax == 0 for ax in layouts)):
-            sid, ref = self.pool.source(source)
-            rows = np.asarray(rows)
-            span = contiguous_range(rows)
-            if span is not None:  # a range pickles to a few bytes, an array to a buffer
-                return [dict(base, slice=i, source=(sid, ref),
-                             rows=range(span.start + s.start, span.start + s.stop))
-                        for i, s in enumerate(slices)]
-            rows = np.array(rows) if copy else rows
-            return [dict(base, slice=i, source=(sid, ref), rows=rows[s])
-                    for i, s in enumerate(slices)]
+        known = self._source_rows(batch, copy)
+        if known is not None:
+            return list(SliceTasks(self.group_id, *known, slices))
         own = np.array if copy else (lambda a: a)
         data = [own(as_numpy(a)) for a in batch.data]
         label = [own(as_numpy(a)) for a in (batch.label or [])] if labels else []
         d_axes = [batch_axis(d.layout) for d in self.data_shapes]
         l_axes = [batch_axis(d.layout) for d in self.label_shapes or []]
-        return [dict(base, slice=i,
+        return [dict(group=self.group_id, slice=i,
                      data=[take_slice(a, ax, s) for a, ax in zip(data, d_axes)],
                      label=[take_slice(a, ax, s) for a, ax in zip(label, l_axes)])
                 for i, s in enumerate(slices)]
+
+    def _step_tasks(self, batch: Any) -> list[dict] | SliceTasks:
+        """A planned training step's tasks (with their own copies of anything the
+        iterator may reuse), compact when its rows come from a known source."""
+        slices = self.slices(self.pool.spec.slices)
+        known = self._source_rows(batch, copy=True)
+        if known is not None:
+            return SliceTasks(self.group_id, *known, slices)
+        tasks = self._tasks(batch, slices, labels=True, copy=True)
+        for t in tasks:
+            t["num_slices"] = len(tasks)
+        return tasks
+
+    def _source_rows(self, batch: Any, copy: bool) -> tuple[tuple, Any] | None:
+        """``(source entry, rows)`` when the batch's rows come from a known row source
+        (a ``range`` when they are contiguous: it pickles to a few bytes), else None."""
+        source, rows = getattr(batch, "source", None), getattr(batch, "index", None)
+        if source is None or rows is None or len(rows) != self.batch_size:
+            return None
+        if any(batch_axis(d.layout) != 0 for d in self.data_shapes + (self.label_shapes or [])):
+            return None
+        rows = np.asarray(rows)
+        span = contiguous_range(rows)
+        if span is not None:
+            rows = range(span.start, span.stop)
+        elif copy:
+            rows = np.array(rows)
+        return self.pool.source(source), rows
 
     # ---- the step in separate calls -------------------------------------------------------
     @_settled
@@ -1115,12 +1163,6 @@ class RayExecutorGroup:
 @functools.lru_cache(maxsize=64)
 def _even_slices(batch_size: int, count: int) -> list[slice]:
     return split_input_slice(batch_size, [1] * count)
-
-
-@functools.lru_cache(maxsize=64)
-def _cuts(tasks: int, workers: int) -> tuple[int, ...]:
-    """Where ``tasks`` tasks are cut into ``workers`` contiguous runs, as even as possible."""
-    return tuple(np.linspace(0, tasks, workers + 1).round().astype(int).tolist())
 
 
 def _without_source_ref(task: dict, sources: dict) -> dict:

@@ -31,6 +31,7 @@ from ..optimizer import Updater
 from ..parallel import DataParallelExecutorGroup
 from ..profiling import profiled
 from ..symbol import load_json
+from .plan import expand_window
 
 __all__ = ["Worker"]
 
@@ -200,17 +201,25 @@ class Worker:
         return {"rank": self.rank, "metrics": states, "published": published,
                 "seconds": clock.laps}
 
-    def run_shared_window(self, window: int, shared: list, weights: tuple | None) -> dict:
-        """:meth:`run_window` with ``shared = [ref]`` to ``(pickled plan by rank, metric,
-        generation, row sources)``, put once for every worker of the window by the driver
-        (the plans' tasks name their row source by id; its ref comes once, in ``row
-        sources``). A plan is plain data pickled by the driver of this run, nothing else."""
+    def run_planned_window(self, window: int, plan: bytes | list, place: tuple | None,
+                           metric: bytes | None, generation: int, readers: dict,
+                           weights: tuple | None) -> dict:
+        """:meth:`run_window` as the driver's windows call it. ``plan`` and ``metric`` come
+        pickled by the driver of this run (plain data; the metric as the user made it; a
+        large plan as ``[ref]`` to its bytes): with ``place = (position, workers)`` the plan is every worker's
+        (:func:`~raymod.cluster.plan.pack_window`) and this worker takes its own slices,
+        else it is this worker's ``[(step, tasks, svrg), ...]``. Tasks name their row
+        source by id; ``readers`` holds ``{id: [ref]}`` of the sources this worker was not
+        sent before (it keeps every one)."""
         import ray
-        blobs, metric, generation, sources = ray.get(shared[0])
-        for sid, ref in sources.items():
-            if sid not in self.sources:  # the RowReader, kept with whatever it caches
+        for sid, ref in readers.items():
+            if sid not in self.sources:
                 self.sources[sid] = ray.get(ref[0])
-        return self.run_window(window, pickle.loads(blobs[self.rank]), weights, metric,
+        plan = pickle.loads(plan if isinstance(plan, bytes) else ray.get(plan[0]))
+        if place is not None:
+            plan = expand_window(plan, *place)
+        return self.run_window(window, plan, weights,
+                               None if metric is None else pickle.loads(metric),
                                generation=generation)
 
     def run_window(self, window: int, plan: list[tuple], weights: tuple | None,

@@ -11,14 +11,18 @@ __all__ = ["Workers"]
 MIN_STEP_TIMEOUT = 60.0
 #: the shortest default run-ahead window (steps)
 MIN_RUN_AHEAD = 8
-#: default window steps per live worker: a window costs the driver one call per worker, so
-#: its calls per step stay 1/WINDOW_PER_WORKER however large the pool
-WINDOW_PER_WORKER = 4
+#: default window steps per live worker: a window costs the driver one Ray call per worker
+#: (about 0.6 ms of its CPU on a 2-core machine, Ray's threads included), so its calls per
+#: step stay 1/WINDOW_PER_WORKER however large the pool
+WINDOW_PER_WORKER = 16
 #: the longest default run-ahead window (steps) that the step time alone asks for
 MAX_RUN_AHEAD = 64
 #: seconds of steps a default window holds once step times are known: a window's fixed cost
 #: (one Ray call per worker, its plan, the driver's bookkeeping) stays a small part of it
 WINDOW_SECONDS = 0.05
+#: the most seconds of steps a default window holds once step times are known (never
+#: fewer than MIN_RUN_AHEAD steps): callbacks run at most about two of them late
+MAX_WINDOW_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -46,11 +50,12 @@ class Workers:
     run_ahead : int, optional
         Steps a worker is handed at once: it computes step s+1 as soon as the servers
         publish step s's weights, with no driver round trip in between (1: one driver call
-        per step). Default: 8, or four times the live workers when more, so that the driver's
-        calls per step stay constant as the pool grows; once step times are known, as many
-        steps as take about :data:`WINDOW_SECONDS` (at most :data:`MAX_RUN_AHEAD`), so that
-        short steps do not pay a call each. Batch-end callbacks then run up to two windows
-        late, in order.
+        per step). Default: 8, or :data:`WINDOW_PER_WORKER` (16) times the live workers when
+        more, so that the driver's calls per step stay constant as the pool grows; once step
+        times are known, at least as many steps as take about :data:`WINDOW_SECONDS` (at
+        most :data:`MAX_RUN_AHEAD`), so that short steps do not pay a call each, and never
+        more than take :data:`MAX_WINDOW_SECONDS`. Batch-end callbacks then run up to two
+        windows late, in order.
     step_timeout : float, optional
         Seconds a step may take before the workers that have not pushed their slices are
         treated as hung (killed and replaced, their slices recomputed). Default: 10 times
@@ -109,6 +114,7 @@ class Workers:
         steps = max(MIN_RUN_AHEAD, WINDOW_PER_WORKER * live)
         if step_seconds:
             steps = max(steps, min(MAX_RUN_AHEAD, int(WINDOW_SECONDS / step_seconds)))
+            steps = min(steps, max(MIN_RUN_AHEAD, int(MAX_WINDOW_SECONDS / step_seconds)))
         return steps
 
     @property

@@ -52,6 +52,28 @@ def step_of(param, steps=10):
     return param.epoch * steps + param.nbatch
 
 
+def record_plans(monkeypatch):
+    """Record ``(step, rank, tasks)`` of every share handed out, in a window (``_plans``)
+    or in a step-by-step call (``_assign``, step None)."""
+    handed = []
+    plans, assign = RayExecutorGroup._plans, RayExecutorGroup._assign
+
+    def in_windows(self, steps, sources):
+        out = plans(self, steps, sources)
+        handed.extend((step, rank, tasks) for rank, (_, _, plan) in out.items()
+                      for step, tasks, _ in plan)
+        return out
+
+    def per_step(self, tasks):
+        out = assign(self, tasks)
+        handed.extend((None, rank, chunk) for rank, chunk in out.items())
+        return out
+
+    monkeypatch.setattr(RayExecutorGroup, "_plans", in_windows)
+    monkeypatch.setattr(RayExecutorGroup, "_assign", per_step)
+    return handed
+
+
 def test_min_above_max_is_refused_naming_both():
     with pytest.raises(ValueError, match=r"max_workers \(2\) is below min_workers \(4\)"):
         rm.Workers(min_workers=4, max_workers=2)
@@ -61,19 +83,15 @@ def test_min_above_max_is_refused_naming_both():
 
 def test_batch_with_fewer_rows_than_workers(ray_cluster, close_modules, monkeypatch):
     _, reference, _ = fit(close_modules, None, batch=3)
-    plans = []
-    assign = RayExecutorGroup._assign
-
-    def recording(self, tasks):
-        plan = assign(self, tasks)
-        plans.append(sorted(len(chunk) for chunk in plan.values()))
-        return plan
-
-    monkeypatch.setattr(RayExecutorGroup, "_assign", recording)
+    handed = record_plans(monkeypatch)
     _, got, _ = fit(close_modules, rm.Workers(4), batch=3)
     assert_close(reference, got)
     # 3 rows, 4 workers: 3 one-row slices on 3 workers, the fourth idle; every step
-    assert plans[:20] == [[1, 1, 1]] * 20
+    sizes = {}
+    for step, _, tasks in handed:
+        sizes.setdefault(step, []).append(len(tasks))
+    assert len(sizes) == 20 and None not in sizes
+    assert all(sorted(n) == [0, 1, 1, 1] for n in sizes.values())
 
 
 @pytest.mark.parametrize("run_ahead", [1, 4])
@@ -81,14 +99,7 @@ def test_worker_joining_mid_epoch_sees_no_row_twice(ray_cluster, close_modules, 
                                                     run_ahead):
     steps = 20
     _, reference, _ = fit(close_modules, None, steps=steps, epochs=1)
-    seen = []  # (rank, row ids) of every slice handed out (no failures: each runs once)
-    assign = RayExecutorGroup._assign
-
-    def recording(self, tasks):
-        plan = assign(self, tasks)
-        seen.extend((rank, t["rows"]) for rank, chunk in plan.items() for t in chunk)
-        return plan
-
+    handed = record_plans(monkeypatch)  # no failures: each share runs once
     counted = []
 
     def on_batch(param):
@@ -102,14 +113,13 @@ def test_worker_joining_mid_epoch_sees_no_row_twice(ray_cluster, close_modules, 
         if param.nbatch == 8:
             pool.wait_for(3, 60)
 
-    monkeypatch.setattr(RayExecutorGroup, "_assign", recording)
     mod, got, _ = fit(close_modules, rm.Workers(2, 3, run_ahead=run_ahead), steps=steps,
                       epochs=1, on_batch=on_batch)
     assert_close(reference, got)
     joiner = events(mod._pool, "join")[-1]["rank"]
     assert joiner == 3  # ranks 0-2 at start, one left, a new one joined
-    assert any(rank == joiner for rank, _ in seen)
-    rows = np.concatenate([r for _, r in seen])
+    assert any(rank == joiner and tasks for _, rank, tasks in handed)
+    rows = np.concatenate([np.asarray(t["rows"]) for _, _, tasks in handed for t in tasks])
     assert sorted(rows.tolist()) == list(range(steps * BATCH))  # each row once in the epoch
     assert counted == [0] * steps
 

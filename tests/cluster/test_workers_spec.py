@@ -2,16 +2,20 @@
 import pytest
 
 import raymod as rm
-from raymod.cluster.workers import MAX_RUN_AHEAD, MIN_RUN_AHEAD, WINDOW_SECONDS
+from raymod.cluster.workers import (MAX_RUN_AHEAD, MAX_WINDOW_SECONDS, MIN_RUN_AHEAD,
+                                    WINDOW_PER_WORKER, WINDOW_SECONDS)
+
+PER = WINDOW_PER_WORKER
 
 
 @pytest.mark.parametrize("live, seconds, expected", [
-    (1, None, MIN_RUN_AHEAD),                  # no step time yet: the floor
-    (8, None, 32),                              # four times the live workers
-    (1, 0.5, MIN_RUN_AHEAD),                    # long steps: the floor still holds
-    (1, WINDOW_SECONDS / 50, 50),               # short steps: about WINDOW_SECONDS of them
-    (8, WINDOW_SECONDS / 10, 32),               # never below four times the live workers
-    (1, 1e-6, MAX_RUN_AHEAD),                   # capped
+    (1, None, PER),                                 # no step time yet: PER per live worker
+    (8, None, 8 * PER),
+    (1, MAX_WINDOW_SECONDS / 4, MIN_RUN_AHEAD),     # long steps: the floor still holds
+    (1, WINDOW_SECONDS / 50, 50),                   # short steps: about WINDOW_SECONDS
+    (8, WINDOW_SECONDS / 10, 8 * PER),              # never below PER per live worker ...
+    (16, MAX_WINDOW_SECONDS / 100, 100),            # ... unless that is over MAX_WINDOW_SECONDS
+    (1, 1e-6, MAX_RUN_AHEAD),                       # capped
 ])
 def test_default_window_follows_pool_and_step_time(live, seconds, expected):
     assert rm.Workers(1).window(live, seconds) == expected
