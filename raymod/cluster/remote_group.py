@@ -296,13 +296,12 @@ class RayExecutorGroup:
         st = self.state
         if st.weights is not None and not st.update_on_kvstore:
             self.pool.call_all("refresh", st.weights)
-        per_worker = self.pool.call_all("get_params")
-        if not per_worker:
+        on_servers = st.kv is not None and st.update_on_kvstore
+        servers_only = on_servers and not self.aux_names  # the workers hold nothing more
+        per_worker = {} if servers_only else self.pool.call_all("get_params")
+        if not per_worker and not servers_only:
             raise WorkersUnavailable("no live worker holds the parameters")
-        first = per_worker[min(per_worker)]
-        args = first[0]
-        if st.kv is not None and st.update_on_kvstore:
-            args = st.kv.read_all()
+        args = st.kv.read_all() if on_servers else per_worker[min(per_worker)][0]
         for name in self.param_names:
             _store(arg_params, name, args[name])
         for name in self.aux_names:

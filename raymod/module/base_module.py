@@ -678,6 +678,11 @@ class BaseModule:
         for callback in callbacks:
             callback(param)
 
+    def _params_agree(self) -> bool:
+        """Whether every copy of the parameters already holds what ``get_params`` returns
+        (then the epoch's end skips the sync); a module that cannot tell says False."""
+        return False
+
     def _fit_end_epoch(self, epoch: int, name_values: list, tic: float,
                        epoch_end_callback: Any) -> None:
         """Log the epoch, sync parameters across devices, call the epoch-end callbacks."""
@@ -685,7 +690,8 @@ class BaseModule:
             self.logger.info("Epoch[%d] Train-%s=%f", epoch, name, value)
         self.logger.info("Epoch[%d] Time cost=%.3f", epoch, time.time() - tic)
         arg_params, aux_params = self.get_params()
-        self.set_params(arg_params, aux_params)
+        if not self._params_agree():  # MXNet's sync of the devices' copies
+            self.set_params(arg_params, aux_params)
         for callback in _as_list(epoch_end_callback):
             callback(epoch, self.symbol, arg_params, aux_params)
 

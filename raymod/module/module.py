@@ -347,6 +347,9 @@ class Module(BaseModule):
         self._params_dirty = True  # the host copies are stale now
         self._stage = self._stage.after_params()
 
+    def _params_agree(self) -> bool:
+        return self._placement.params_agree(self)
+
     def _sync_params_from_devices(self) -> None:
         """Refresh the host parameter dicts from the devices (device average)."""
         self._exec_group.get_params(self._arg_params, self._aux_params)

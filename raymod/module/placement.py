@@ -109,6 +109,11 @@ class Placement:
         """Whether a fused step may complete after ``fit_step`` returns."""
         return False
 
+    def params_agree(self, mod: Any) -> bool:
+        """Whether every device already holds the values ``get_params`` returns, so that
+        the sync at an epoch's end (``set_params`` of them) would change nothing."""
+        return False
+
     def drain(self, mod: Any) -> None:
         """Wait until every deferred step has completed."""
 
@@ -250,6 +255,14 @@ class OnWorkers(Placement):
 
     def check_pre_sliced(self, message: str) -> None:
         raise NotImplementedError(message)  # the workers' slices are not the caller's devices
+
+    def params_agree(self, mod: Any) -> bool:
+        """The workers hold the very values the servers hold (the servers run the optimizer
+        and publish; there are no auxiliary states, which each worker keeps its own of), so
+        an epoch's end needs no broadcast of them back."""
+        group = mod._exec_group
+        return (group is not None and group.state.kv is not None
+                and group.state.update_on_kvstore and not group.aux_names)
 
     def close(self, mod: Any) -> None:
         if self.pool is None:
