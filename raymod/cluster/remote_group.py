@@ -379,14 +379,15 @@ class RayExecutorGroup:
             self._launch()
 
     def _window(self) -> int:
-        """Steps per run-ahead window now: ``Workers.window`` at the recent step time. A
-        default window after a drain starts at MIN_RUN_AHEAD steps and doubles per window
-        (the workers idle while the driver plans the first one)."""
+        """Steps per run-ahead window now: ``Workers.window`` at the recent step time. The
+        first default window after a drain holds MIN_RUN_AHEAD steps: the workers idle
+        while the driver plans it, and it plans the next, full one far faster than they
+        run these (a window more costs the driver a call per worker)."""
         spec, st = self.pool.spec, self.state
         full = spec.window(len(self.pool), st.median_step)
-        if spec.run_ahead is not None:
+        if spec.run_ahead is not None or st.last_window:
             return full
-        return min(full, max(MIN_RUN_AHEAD, 2 * st.last_window))
+        return min(full, MIN_RUN_AHEAD)
 
     def _runs_ahead(self) -> bool:
         st = self.state
