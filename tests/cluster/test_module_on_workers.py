@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import raymod as rm
+from raymod.cluster import remote_group
 
 import nets
 
@@ -56,16 +57,29 @@ def assert_close(a, b, tol):
         assert err < tol, f"{name}: max relative difference {err:.2e}"
 
 
-@pytest.mark.parametrize("workers", [2, 4])
-def test_mlp_on_workers_matches_one_process(workers, close_modules):
+@pytest.mark.parametrize("workers, plans", [(2, "inline"), (4, "object store")])
+def test_mlp_on_workers_matches_one_process(workers, plans, close_modules, monkeypatch):
     x, y = data((20,))
     ref, ref_acc, _ = train(mlp(), x, y, None, close_modules)
+    sent = []  # what each window call carried as its plan
+    if plans == "object store":  # as a window of long shuffled batches would travel
+        monkeypatch.setattr(remote_group, "INLINE_PLAN_BYTES", 0)
+    shares = remote_group.RayExecutorGroup._plans
+
+    def recording(*args):
+        sent.append(shares(*args))
+        return sent[-1]
+
+    monkeypatch.setattr(remote_group.RayExecutorGroup, "_plans", recording)
     reports = []
     got, acc, mod = train(mlp(), x, y, workers, close_modules, kvstore="dist_sync",
                           batch_end_callback=memory_reports(reports))
     assert_close(ref, got, 1e-5)
     assert acc == pytest.approx(ref_acc)
     assert mod._kvstore.type == "dist_sync" and mod._kvstore.num_workers == workers
+    kinds = {"object store" if isinstance(blob, list) else "inline"
+             for share in sent for blob, _, _ in share.values()}
+    assert kinds == {plans}
     # on the servers' machine nothing was copied: every parameter was read in place from
     # the server's block and every gradient computed into the block its push named
     assert reports == [{"params": 6, "params_in_place": 6, "grads_in_place": 6}] * workers
