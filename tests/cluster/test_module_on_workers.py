@@ -244,3 +244,31 @@ def test_monitor_collects_on_the_workers(tmp_path, close_modules):
     lines = trace.read_text().splitlines()
     # 2 steps, each slice's forward reports every op output matching the pattern
     assert len(lines) >= 2 * 3, lines
+
+
+def test_epoch_end_sync_skipped_when_workers_hold_the_servers_values(close_modules):
+    """MXNet's fit calls set_params(get_params()) at every epoch's end; on workers whose
+    servers run the optimizer (no auxiliary states) it would write the servers' own values
+    back, so it is skipped, except for a subclass with its own set_params."""
+    x, y = data((20,), n=240)
+    writes = []
+
+    def look(param):  # the kvstore's direct writes as each batch ends
+        writes.append(param.locals["self"]._kvstore.writes)
+
+    calls = []
+
+    class Counting(rm.mod.Module):
+        def set_params(self, *args, **kwargs):
+            calls.append(self._kvstore is not None)
+            super().set_params(*args, **kwargs)
+
+    for cls in (rm.mod.Module, Counting):
+        rm.random.seed(7)
+        mod = cls(mlp(), workers=2)
+        close_modules(mod)
+        mod.fit(rm.io.NDArrayIter(x, y, batch_size=60), num_epoch=3, batch_end_callback=look,
+                initializer=rm.init.Xavier(), optimizer_params={"learning_rate": 0.1})
+        if cls is rm.mod.Module:
+            assert len(set(writes)) == 1, writes  # nothing written after the set-up
+    assert calls.count(True) == 3  # the subclass: once per epoch's end, as in MXNet
