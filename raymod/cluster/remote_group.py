@@ -297,10 +297,13 @@ class RayExecutorGroup:
         if st.weights is not None and not st.update_on_kvstore:
             self.pool.call_all("refresh", st.weights)
         on_servers = st.kv is not None and st.update_on_kvstore
-        servers_only = on_servers and not self.aux_names  # the workers hold nothing more
-        per_worker = {} if servers_only else self.pool.call_all("get_params")
-        if not per_worker and not servers_only:
-            raise WorkersUnavailable("no live worker holds the parameters")
+        if on_servers and not self.aux_names:  # the workers hold nothing more
+            self.pool.call_all("ping")  # but a dead one is noticed here, as at every call
+            per_worker = {}
+        else:
+            per_worker = self.pool.call_all("get_params")
+            if not per_worker:
+                raise WorkersUnavailable("no live worker holds the parameters")
         args = st.kv.read_all() if on_servers else per_worker[min(per_worker)][0]
         for name in self.param_names:
             _store(arg_params, name, args[name])

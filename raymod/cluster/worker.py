@@ -89,6 +89,10 @@ class Worker:
                 "node": ray.get_runtime_context().get_node_id(),
                 "contexts": [str(c) for c in self.contexts]}
 
+    def ping(self) -> int:
+        """Nothing but an answer: the driver learns this worker is alive (its rank)."""
+        return self.rank
+
     # ---- set-up -------------------------------------------------------------------------------
     def define(self, group_id: int, spec: dict) -> None:
         """Learn how to bind a network; bind it now for a representative slice.
