@@ -210,11 +210,11 @@ class Worker:
                            weights: tuple | None) -> dict:
         """:meth:`run_window` as the driver's windows call it. ``plan`` and ``metric`` come
         pickled by the driver of this run (plain data; the metric as the user made it; a
-        large plan as ``[ref]`` to its bytes): with ``place = (position, workers)`` the plan is every worker's
-        (:func:`~raymod.cluster.plan.pack_window`) and this worker takes its own slices,
-        else it is this worker's ``[(step, tasks, svrg), ...]``. Tasks name their row
-        source by id; ``readers`` holds ``{id: [ref]}`` of the sources this worker was not
-        sent before (it keeps every one)."""
+        large plan as ``[ref]`` to its bytes). With ``place = (position, workers)`` the
+        plan is every worker's (:func:`~raymod.cluster.plan.pack_window`) and this worker
+        takes its own slices, else it is this worker's ``[(step, tasks, svrg), ...]``.
+        Tasks name their row source by id; ``readers`` holds ``{id: [ref]}`` of the
+        sources this worker was not sent before (it keeps every one)."""
         import ray
         for sid, ref in readers.items():
             if sid not in self.sources:

@@ -50,8 +50,8 @@ class Workers:
     run_ahead : int, optional
         Steps a worker is handed at once: it computes step s+1 as soon as the servers
         publish step s's weights, with no driver round trip in between (1: one driver call
-        per step). Default: 8, or :data:`WINDOW_PER_WORKER` (16) times the live workers when
-        more, so that the driver's calls per step stay constant as the pool grows; once step
+        per step). Default: :data:`WINDOW_PER_WORKER` (16) times the live workers, so that
+        the driver's calls per step stay constant as the pool grows; once step
         times are known, at least as many steps as take about :data:`WINDOW_SECONDS` (at
         most :data:`MAX_RUN_AHEAD`), so that short steps do not pay a call each, and never
         more than take :data:`MAX_WINDOW_SECONDS`. Batch-end callbacks then run up to two
