@@ -70,6 +70,12 @@ class SliceTasks(Sequence):
         return iter(self._all())
 
 
+def _share(count: int, position: int, workers: int) -> tuple[int, int]:
+    """The first and the stop slice of the worker at ``position`` of ``workers``."""
+    edges = cuts(count, workers)
+    return edges[position], edges[position + 1]
+
+
 def pack_window(steps: list[tuple[int, SliceTasks, bool]]) -> list[tuple]:
     """A window of ``(step, tasks, svrg)`` as plain data for every worker (source refs left
     out: each worker is sent a reader once)."""
@@ -81,9 +87,8 @@ def expand_window(window: list[tuple], position: int, workers: int) -> list[tupl
     :func:`pack_window` window: its contiguous run of each step's slices."""
     plan = []
     for step, group, sid, rows, slices, svrg in window:
-        edges = cuts(len(slices), workers)
-        plan.append((step, _build(group, (sid, None), rows, slices, edges[position],
-                                  edges[position + 1]), svrg))
+        first, stop = _share(len(slices), position, workers)
+        plan.append((step, _build(group, (sid, None), rows, slices, first, stop), svrg))
     return plan
 
 
@@ -94,6 +99,6 @@ class RankPlan:
         self.steps, self.position, self.workers = steps, position, workers
 
     def __iter__(self) -> Iterator[tuple[int, list[dict], bool]]:
-        for step, tasks, svrg in self.steps:
-            edges = cuts(len(tasks), self.workers)
-            yield step, list(tasks[edges[self.position]:edges[self.position + 1]]), svrg
+        for step, t, svrg in self.steps:
+            first, stop = _share(len(t.slices), self.position, self.workers)
+            yield step, _build(t.group, t.source, t.rows, t.slices, first, stop), svrg

@@ -276,6 +276,7 @@ class WorkerPool:
         """The controller's ``Forget``: drop the rank; a replacement comes at the next
         boundary; the caller hands its slices to the live workers."""
         self.workers.pop(action.rank, None)
+        self._readers_held.pop(action.rank, None)  # ranks are never reused
         loss = WorkerLost(action.rank, event.detected, event.step, event.slices)
         extra = {} if event.step is None else {"step": event.step, "slices": list(loss.slices)}
         self._event("lost", action.rank, when=event.detected, error=event.error, **extra)

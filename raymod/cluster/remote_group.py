@@ -150,7 +150,7 @@ class _StepState:
         self.step_seconds: deque = deque(maxlen=64)  # recent step wall times (deadlines)
         self.window_ended = 0.0             # perf_counter when the last window completed
         self.median_step: float | None = None  # of step_seconds, after each window
-        self.last_window = 0                # steps of the last window launched since a drain
+        self.launched = False               # a window was launched since the last drain
 
 
 @dataclass
@@ -388,7 +388,7 @@ class RayExecutorGroup:
         run these (a window more costs the driver a call per worker)."""
         spec, st = self.pool.spec, self.state
         full = spec.window(len(self.pool), st.median_step)
-        if spec.run_ahead is not None or st.last_window:
+        if spec.run_ahead is not None or st.launched:
             return full
         return min(full, MIN_RUN_AHEAD)
 
@@ -428,7 +428,7 @@ class RayExecutorGroup:
             self._launch()
         while st.inflight:
             self._collect_oldest()
-        st.last_window = 0
+        st.launched = False
         self._finish_steps()
 
     def _launch(self) -> None:
@@ -437,7 +437,7 @@ class RayExecutorGroup:
         planned, st.planned = st.planned, []
         if not planned:
             return
-        st.last_window = len(planned)
+        st.launched = True
         self.pool.busy = self._busy_ranks
         self.pool.poll()  # joins, replacements and leaves (or a stop when short) between windows
         wid = next(_WINDOW_IDS)
