@@ -244,36 +244,38 @@ class Decision:
 P = Phase
 #: transitions the controller keeps in ``history``
 HISTORY = 1000
-#: (phase, event type) -> next phase; a pair not listed is a bug in a call site
+#: the failures: each is repaired where the controller stands, and starts a recovery
+FAILURES = (WorkerDied, WorkerHung, ServerDied, TooFewWorkers, NoReplacements)
+#: every event type the controller takes
+EVENTS = FAILURES + (NodeDraining, MembershipChanged, CallDone, StopRequested)
+
+
+def _next_phase(phase: Phase, event: type) -> Phase:
+    """The phase after an event of type ``event`` in ``phase``: the rule every cell of
+    :data:`TRANSITIONS` is filled from (total: no pair is left out)."""
+    if event is StopRequested:
+        return P.STOPPING
+    if phase is P.STOPPING:  # a failing fit saves or ``close`` runs: nothing is repaired
+        return P.STOPPED if event is CallDone else P.STOPPING
+    if phase is P.STOPPED:  # the pool is gone: a late report changes nothing
+        return P.STOPPED
+    if event is CallDone:
+        return P.RUNNING
+    if phase is P.STARTING:  # set-up: failures are repaired where they happen
+        return P.STARTING
+    if event in FAILURES:
+        return P.RECOVERING
+    # joins, leaves and drains: applied at the boundary where they are seen; during a
+    # recovery (or after one failed) they change who recomputes, not the phase, which
+    # returns to RUNNING when the interrupted call completes
+    return P.RECOVERING if phase in (P.RECOVERING, P.FAILED) else P.RESIZING
+
+
+#: (phase, event type) -> next phase, for every phase and every event type: whatever
+#: happens at whatever moment has a decision (``tests/cluster/test_controller.py`` checks
+#: the whole product)
 TRANSITIONS: dict[tuple[Phase, type], Phase] = {
-    **{(p, WorkerDied): P.RECOVERING for p in (P.RUNNING, P.RECOVERING, P.RESIZING)},
-    **{(p, WorkerHung): P.RECOVERING for p in (P.RUNNING, P.RECOVERING, P.RESIZING)},
-    **{(p, ServerDied): P.RECOVERING for p in (P.RUNNING, P.RECOVERING, P.RESIZING)},
-    **{(p, TooFewWorkers): P.RECOVERING for p in (P.RUNNING, P.RECOVERING, P.RESIZING)},
-    **{(p, NoReplacements): P.RECOVERING for p in (P.RUNNING, P.RECOVERING, P.RESIZING)},
-    **{(p, NodeDraining): P.RESIZING for p in (P.RUNNING, P.RESIZING)},
-    **{(p, MembershipChanged): P.RESIZING for p in (P.RUNNING, P.RESIZING)},
-    **{(p, CallDone): P.RUNNING for p in (P.STARTING, P.RUNNING, P.RECOVERING, P.RESIZING)},
-    # set-up: failures are repaired where they happen and the set-up stays in STARTING
-    (P.STARTING, WorkerDied): P.STARTING,
-    (P.STARTING, WorkerHung): P.STARTING,
-    (P.STARTING, ServerDied): P.STARTING,
-    (P.STARTING, TooFewWorkers): P.STARTING,
-    (P.STARTING, NoReplacements): P.STARTING,
-    (P.STARTING, MembershipChanged): P.STARTING,
-    **{(p, StopRequested): P.STOPPING for p in P if p not in (P.STOPPED,)},
-    (P.STOPPING, CallDone): P.STOPPED,
-}
-# a worker found dead while a failed fit saves: nothing is recomputed any more
-for _event in (WorkerDied, WorkerHung, ServerDied, TooFewWorkers, NoReplacements, NodeDraining,
-               MembershipChanged):
-    TRANSITIONS[(P.STOPPING, _event)] = P.STOPPING
-# FAILED ends the call that failed; the module may be used again (e.g. fit once workers
-# are back), so the next event is taken as in RECOVERING
-for (_phase, _event), _next in list(TRANSITIONS.items()):
-    if _phase is P.RECOVERING:
-        TRANSITIONS[(P.FAILED, _event)] = _next
-del _phase, _event, _next
+    (phase, event): _next_phase(phase, event) for phase in P for event in EVENTS}
 
 
 def decide(phase: Phase, event: Event, policy: Policy, facts: Facts) -> Decision:
@@ -296,15 +298,16 @@ def decide(phase: Phase, event: Event, policy: Policy, facts: Facts) -> Decision
 
     Raises
     ------
-    ValueError
-        If the event cannot happen in ``phase`` (a bug in the caller).
+    TypeError
+        If ``event`` is not one of the controller's events.
     """
     key = (phase, type(event))
     if key not in TRANSITIONS:
-        raise ValueError(f"event {type(event).__name__} cannot happen in phase {phase.value}")
+        raise TypeError(f"decide() takes one of the controller's events "
+                        f"({', '.join(e.__name__ for e in EVENTS)}), got {event!r}")
     nxt = TRANSITIONS[key]
-    if phase is P.STOPPING and not isinstance(event, (StopRequested, CallDone)):
-        return Decision(P.STOPPING, ())  # a failing fit is saving: nothing is repaired
+    if phase in (P.STOPPING, P.STOPPED) and not isinstance(event, (StopRequested, CallDone)):
+        return Decision(nxt, ())  # a failing fit is saving, or the pool is gone
     if isinstance(event, (WorkerHung, ServerDied)) and facts.attempts + 1 >= policy.max_attempts:
         return Decision(P.FAILED, (Fail(f"{_describe(event)} after {facts.attempts} failed "
                                         f"attempts in a row; giving up"),))

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..base import MXNetError
-from . import naming
+from . import naming, reaper, waits
 from .controller import (ElasticController, Fail, LeaveNodes, MembershipChanged, NodeDraining,
                          NoReplacements, Policy, StopRequested, StopWorkers, TooFewWorkers,
                          WaitForWorkers, WorkerDied, WorkerHung, CallDone, Forget)
 from .worker import Worker
-from .workers import MIN_STEP_TIMEOUT, Workers
+from .workers import Workers
 
 __all__ = ["WorkerLost", "WorkerPool", "WorkersUnavailable"]
 
@@ -106,6 +106,9 @@ class WorkerPool:
         #: them are stopped once those steps are collected, so nothing is recomputed
         self.busy: Callable[[], set] = set
         self.target = spec.max_workers  # live + starting actors the pool keeps asking for
+        #: how long calls on the workers may take (fed the step times by the executor group)
+        self.deadlines = waits.Deadlines(spec.step_timeout)
+        self._reaping: list = []  # kill tasks of hung workers' processes (close waits on them)
         #: decides what every loss, hang, shortage and membership change means (the
         #: executor group registers the server actions)
         self.controller = ElasticController(Policy(min_workers=spec.min_workers))
@@ -146,7 +149,7 @@ class WorkerPool:
             left = deadline - time.monotonic()
             if left <= 0 or not self._starting:
                 raise WorkersUnavailable(self._shortage(count))
-            ready, _ = self._ray.wait(list(self._starting), num_returns=1, timeout=left)
+            ready, _ = waits.wait(list(self._starting), left, num_returns=1)
             for ref in ready:
                 self._admit(ref)
         self.poll()
@@ -167,8 +170,7 @@ class WorkerPool:
         self.release_leaving()
         self._start_replacements()
         if self._starting:
-            ready, _ = self._ray.wait(list(self._starting), num_returns=len(self._starting),
-                                      timeout=0)
+            ready = waits.ready(list(self._starting))
             joined = [rank for rank in (self._admit(ref) for ref in ready) if rank is not None]
         else:
             joined = []
@@ -208,18 +210,25 @@ class WorkerPool:
         """Stop the workers that left and have no run-ahead steps in flight any more."""
         busy = self.busy()
         for rank in [r for r in self.leaving if r not in busy]:
-            self._ray.kill(self.leaving.pop(rank), no_restart=True)
+            self._reap(self.leaving.pop(rank), rank)
 
     def _admit(self, ref: Any) -> int | None:
         rank, handle = self._starting.pop(ref)
         t0 = time.perf_counter()
+        deadline = self.deadlines.call()
         try:
-            info = self._ray.get(ref)
+            info = waits.get(ref, deadline, f"worker {rank} starting")
             for method, args in self._setup.values():
-                self._ray.get(getattr(handle, method).remote(*args))
-            self._ray.get(handle.set_local_state.remote(self._peer_state()))
-        except self._ray.exceptions.RayActorError as err:
-            self._event("start_failed", rank, error=str(err))
+                waits.get(getattr(handle, method).remote(*args), deadline,
+                          f"worker {rank} set-up ({method})")
+            waits.get(handle.set_local_state.remote(self._peer_state()), deadline,
+                      f"worker {rank} set-up (set_local_state)")
+        except (self._ray.exceptions.RayActorError, waits.DeadlineMissed) as err:
+            # a joiner that fails or hangs while joining never joins: it is stopped, and
+            # the pool asks for another at the next boundary
+            self._event("start_failed", rank, error=str(err).splitlines()[0])
+            self._reap(handle, rank, locals().get("info"))
+            self._replace = True
             return None
         self.workers[rank], self.info[rank] = handle, info
         self._event("join", rank, setup_s=time.perf_counter() - t0, pid=info["pid"])
@@ -231,9 +240,13 @@ class WorkerPool:
         the current weights and optimizer states."""
         for rank in self.ranks:
             try:
-                return self._ray.get(self.workers[rank].local_state.remote())
-            except self._ray.exceptions.RayActorError:
-                continue  # the next step finds it dead; ask another
+                return waits.get(self.workers[rank].local_state.remote(),
+                                 self.deadlines.call(), f"worker {rank} local_state")
+            except self._ray.exceptions.RayActorError as err:
+                self.lost(rank, err)  # ask another
+            except waits.DeadlineMissed as err:
+                self.hung([rank], "a joiner's set-up")
+                self.lost(rank, err)
         return None
 
     def lost(self, rank: int, error: Any, step: int | None = None,
@@ -284,12 +297,19 @@ class WorkerPool:
         self._last_loss = loss
 
     def _stop_workers(self, action: StopWorkers, event: Any) -> None:
-        """The controller's ``StopWorkers``: kill hung workers (their calls then fail)."""
+        """The controller's ``StopWorkers``: kill hung workers, their processes included
+        (their calls then fail as losses)."""
         for rank in action.ranks:
             if rank in self.workers:
                 self.logger.warning("worker %d missed its deadline during %s: stopping it",
                                     rank, getattr(event, "during", "a call"))
-                self._ray.kill(self.workers[rank], no_restart=True)
+                self._reap(self.workers[rank], rank)
+
+    def _reap(self, handle: Any, rank: int, who: dict | None = None) -> None:
+        """Kill a worker actor and its process (a stopped one ignores ``ray.kill``)."""
+        ref = reaper.reap(handle, who or self.info.get(rank))
+        if ref is not None:
+            self._reaping.append(ref)
 
     def hung(self, ranks: Any, during: str) -> None:
         """Report workers that missed a deadline (the controller stops them)."""
@@ -362,12 +382,17 @@ class WorkerPool:
     def shutdown(self) -> None:
         """Stop every worker actor (after letting live ones remove their shared memory)."""
         self.controller.handle(StopRequested())
-        closing = [h.close.remote() for h in self.workers.values()]
-        self._ray.wait(closing, num_returns=len(closing), timeout=5)
-        for handle in list(self.workers.values()) + [h for _, h in self._starting.values()] \
-                + list(self.leaving.values()):
+        closing = {h.close.remote(): rank for rank, h in self.workers.items()}
+        late = set(waits.settle(list(closing), 5))
+        for ref, rank in closing.items():  # (a stopped process needs its SIGKILL)
+            self._reap(self.workers[rank], rank) if ref in late else \
+                self._ray.kill(self.workers[rank], no_restart=True)
+        for handle in [h for _, h in self._starting.values()]:
             self._ray.kill(handle, no_restart=True)
-        self.leaving.clear()
+        for rank in list(self.leaving):
+            self._reap(self.leaving.pop(rank), rank)
+        waits.settle(self._reaping, 5)  # the processes are gone when close returns
+        self._reaping.clear()
         self.target, self._replace = 0, False  # a later poll must not start new ones
         self.workers.clear()
         self._starting.clear()
@@ -418,13 +443,13 @@ class WorkerPool:
         the pool is :attr:`stopping`)."""
         out = {}
         # a worker that does not answer within the call deadline is hung: stop it
-        _, late = self._ray.wait(list(refs.values()), num_returns=len(refs),
-                                 timeout=max(MIN_STEP_TIMEOUT, self.spec.step_timeout or 0))
+        deadline = self.deadlines.call()
+        _, late = waits.wait(list(refs.values()), deadline)
         self.hung([rank for rank, ref in refs.items() if ref in late], "call")
         for rank, ref in refs.items():
-            try:
-                out[rank] = self._ray.get(ref)
-            except self._ray.exceptions.RayActorError as err:
+            try:  # (a stopped worker's call fails within moments of its kill)
+                out[rank] = waits.get(ref, deadline, f"worker {rank} call")
+            except (self._ray.exceptions.RayActorError, waits.DeadlineMissed) as err:
                 self.lost(rank, err)
         if len(self.workers) < self.spec.min_workers and not self.stopping:
             self.short_of_workers("call")  # replacements replay the set-up

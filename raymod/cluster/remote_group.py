@@ -43,7 +43,8 @@ from ..symbol import Symbol
 from .controller import RestoreServers, ServerDied
 from .plan import RankPlan, SliceTasks, cuts, pack_window
 from .pool import WorkerPool, WorkersUnavailable
-from .workers import MIN_RUN_AHEAD, MIN_STEP_TIMEOUT
+from . import waits
+from .workers import MIN_RUN_AHEAD
 
 __all__ = ["RayExecutorGroup"]
 
@@ -216,6 +217,9 @@ class RayExecutorGroup:
         self.execs: list = []  # no executors in this process
         self.grad_arrays: list = []
         self._last: list | None = None
+        #: ranks that completed a step of this bucket: the others get a first step's
+        #: deadline (they bind and warm up first)
+        self._seasoned: set = set()
         self._bind(data_shapes, label_shapes)
 
     # ---- binding ------------------------------------------------------------------------------
@@ -484,13 +488,11 @@ class RayExecutorGroup:
     def _busy_ranks(self) -> set:
         return {rank for win in self.state.inflight for rank in win.refs}
 
-    def _deadline(self, steps: int) -> float:
-        """Seconds ``steps`` steps may take before the laggards count as hung."""
-        per_step = self.pool.spec.step_timeout
-        if per_step is None:
-            seen = self.state.step_seconds
-            per_step = max(MIN_STEP_TIMEOUT, 10 * statistics.median(seen) if seen else 0.0)
-        return per_step * max(1, steps)
+    def _deadline(self, steps: int, ranks: Any = ()) -> float:
+        """Seconds ``steps`` steps may take before the laggards count as hung (longer when
+        one of ``ranks`` has not completed a step of this bucket yet: it binds first)."""
+        first = any(rank not in self._seasoned for rank in ranks)
+        return self.pool.deadlines.step(steps, first=first)
 
     def _collect_oldest(self) -> None:
         """Wait for the oldest window; on a loss, a hung worker or a lost server, re-plan.
@@ -501,13 +503,16 @@ class RayExecutorGroup:
         st = self.state
         win = st.inflight[0]
         waiting = {ref: rank for rank, (ref, _) in win.refs.items()}
-        results, progress = {}, None
+        # the servers had finished at least the step before the window's first when the
+        # wait began: a deadline passing with them still there means nobody moved
+        results, progress = {}, win.steps[0].step - 1
         ray = self.pool._ray
         while waiting:
             # every result in already, in one wait and one get; else the first to come
-            done, _ = ray.wait(list(waiting), num_returns=len(waiting), timeout=0)
+            done = waits.ready(list(waiting))
             if not done:
-                done, _ = ray.wait(list(waiting), num_returns=1, timeout=self._deadline(1))
+                deadline = self._deadline(1, waiting.values())
+                done, _ = waits.wait(list(waiting), deadline, num_returns=1)
             if not done:
                 now = st.kv.steps_done()
                 if now != progress:  # still moving: a slow step, not a hung worker
@@ -517,8 +522,8 @@ class RayExecutorGroup:
                 self._recover_windows()
                 return
             try:
-                outs = ray.get(done)
-            except (ServerLost, ray.exceptions.RayActorError):
+                outs = waits.get(done, self._deadline(1), "window results")
+            except (ServerLost, ray.exceptions.RayActorError, waits.DeadlineMissed):
                 self._recover_windows()
                 return
             for ref, out in zip(done, outs):
@@ -533,6 +538,8 @@ class RayExecutorGroup:
         for _ in win.steps:
             st.step_seconds.append(wall / len(win.steps))
         st.median_step = statistics.median(st.step_seconds)
+        self.pool.deadlines.saw(wall, len(win.steps))
+        self._seasoned.update(results)
         st.timings.add_window(wall, len(win.steps), results.values())
         self._completed(win.steps)
 
@@ -569,10 +576,10 @@ class RayExecutorGroup:
         for win in windows:
             for rank, (ref, plan) in win.refs.items():
                 try:
-                    self.pool._ray.get(ref, timeout=self._deadline(1))
+                    waits.get(ref, self._deadline(1, [rank]), f"worker {rank} window abort")
                 except ServerLost as err:
                     server_lost = err
-                except self.pool._ray.exceptions.GetTimeoutError as err:
+                except waits.DeadlineMissed as err:
                     if rank in self.pool.workers:
                         self.pool.hung([rank], "window abort")
                         losses.add(self.pool.lost(rank, err, steps[0].step, during="window"),
@@ -693,6 +700,7 @@ class RayExecutorGroup:
             pass  # the older snapshot and the whole log stay; the next call meets the loss
         st.weights = None if st.inflight else st.kv.weights_after(steps[-1].step)
         self.pool.release_leaving()
+        self.pool.controller.done("window")  # a loss inside the window is repaired now
         self._finish_steps()
 
     def _finish_steps(self) -> None:
@@ -776,6 +784,7 @@ class RayExecutorGroup:
         if not replay:
             st.timings.add(time.perf_counter() - t0, results.values())
             st.step_seconds.append(time.perf_counter() - t0)
+            self.pool.deadlines.saw(time.perf_counter() - t0)
         if metric is not None and not replay:
             _merge_metric(metric, [results[t["slice"]]["metric"] for t in tasks])
 
@@ -817,11 +826,11 @@ class RayExecutorGroup:
             pending, server_lost = [], None
             for rank, ref, chunk in self._as_completed(refs):
                 try:
-                    out = self.pool._ray.get(ref)
+                    out = waits.get(ref, self._deadline(1), f"worker {rank} {during}")
                 except ServerLost as err:  # wait for the others before recovering
                     server_lost = err
                     continue
-                except self.pool._ray.exceptions.RayActorError as err:
+                except (self.pool._ray.exceptions.RayActorError, waits.DeadlineMissed) as err:
                     t_lost = time.perf_counter()
                     loss = self.pool.lost(rank, err, step, tuple(t["slice"] for t in chunk),
                                           during)
@@ -831,6 +840,7 @@ class RayExecutorGroup:
                     losses.replan_s += time.perf_counter() - t_lost
                     continue
                 collect(out, chunk)
+                self._seasoned.add(rank)
             if server_lost is not None:
                 raise server_lost
             if pending and len(self.pool) < self.pool.spec.min_workers:
@@ -849,9 +859,9 @@ class RayExecutorGroup:
         by_ref = {ref: (rank, chunk) for rank, (ref, chunk) in refs.items()}
         waiting = list(by_ref)
         # a worker given several slices (or batches) may take a deadline for each
-        deadline = self._deadline(max(len(chunk) for _, chunk in refs.values()))
+        deadline = self._deadline(max(len(chunk) for _, chunk in refs.values()), refs)
         while waiting:
-            done, waiting = self.pool._ray.wait(waiting, num_returns=1, timeout=deadline)
+            done, waiting = waits.wait(waiting, deadline, num_returns=1)
             if not done:
                 self.pool.hung([by_ref[ref][0] for ref in waiting], f"a {deadline:.1f} s call")
                 continue

@@ -28,6 +28,7 @@ from ..kvstore.client import ShardClient
 from ..kvstore.server import ServerLost
 from ..operator import unpack_props
 from ..optimizer import Updater
+from . import reaper
 from ..parallel import DataParallelExecutorGroup
 from ..profiling import profiled
 from ..symbol import load_json
@@ -84,9 +85,7 @@ class Worker:
 
     def ready(self) -> dict:
         """Who and where this worker is (the pool waits on this to know it started)."""
-        import ray
-        return {"rank": self.rank, "pid": os.getpid(),
-                "node": ray.get_runtime_context().get_node_id(),
+        return {"rank": self.rank, **reaper.identity(),
                 "contexts": [str(c) for c in self.contexts]}
 
     def ping(self) -> int:

@@ -7,8 +7,6 @@ from typing import Any
 __all__ = ["Workers"]
 
 
-#: the shortest default step deadline (seconds): first steps bind and warm up
-MIN_STEP_TIMEOUT = 60.0
 #: the shortest default run-ahead window (steps)
 MIN_RUN_AHEAD = 8
 #: default window steps per live worker: a window costs the driver one Ray call per worker
@@ -58,8 +56,10 @@ class Workers:
         windows late, in order.
     step_timeout : float, optional
         Seconds a step may take before the workers that have not pushed their slices are
-        treated as hung (killed and replaced, their slices recomputed). Default: 10 times
-        the median step time seen so far, at least :data:`MIN_STEP_TIMEOUT` seconds.
+        treated as hung (killed and replaced, their slices recomputed). Default (see
+        :mod:`raymod.cluster.waits`): 10 times the 99th percentile of the recent step
+        times, at least 5 s; 60 s more while a worker runs its first steps (it binds).
+        Set-up and parameter calls get at least 20 s once steps have run, 60 s before.
 
     Examples
     --------

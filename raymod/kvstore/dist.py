@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..base import MXNetError
-from ..cluster import naming
+from ..cluster import naming, waits
 from ..context import as_numpy
 from ..optimizer import Optimizer, Updater
 from .base import KVStoreBase, register
@@ -34,6 +34,11 @@ _TYPES = ("dist_sync", "dist_device_sync", "dist_async", "dist")
 
 #: Ray calls a KVServer serves at once (each run-ahead worker off its machine waits in one)
 SERVER_THREADS = 64
+#: seconds a driver's call on the servers may take before the silent ones count as lost
+#: (none waits on workers: a step's pushes reach the servers from the workers)
+SERVER_SECONDS = 60.0
+#: seconds a server has to answer a ping when the driver looks for dead ones
+PING_SECONDS = 10.0
 
 
 def _as_list(x: Any) -> list:
@@ -323,7 +328,7 @@ class DistKVStore(KVStoreBase):
     def close(self) -> None:
         """Stop the server actors (the store is unusable afterwards)."""
         closing = [s.close.remote() for s in self.servers]
-        self._ray.wait(closing, num_returns=len(closing), timeout=10)  # dead ones never answer
+        waits.settle(closing, 10)  # dead ones never answer
         for server in self.servers:
             self._ray.kill(server, no_restart=True)
         self.servers = []
@@ -336,12 +341,18 @@ class DistKVStore(KVStoreBase):
                 f"keys={len(self.layout.keys)}>")
 
     def _get(self, refs: Any) -> Any:
-        """``ray.get`` of server calls: a dead server reads as :class:`ServerLost`, which
-        the module's controller repairs (see ``raymod.cluster.controller``)."""
+        """``ray.get`` of server calls within :data:`SERVER_SECONDS`: a dead server reads
+        as :class:`ServerLost`, which the module's controller repairs (see
+        ``raymod.cluster.controller``); so does one that stops answering, once it is
+        killed (its replacement takes its place)."""
         try:
-            return self._ray.get(refs)
+            return waits.get(refs, SERVER_SECONDS, "kvstore servers")
         except self._ray.exceptions.RayActorError as err:
             raise ServerLost(f"a kvstore server died: {type(err).__name__}") from err
+        except waits.DeadlineMissed as err:
+            hung = self.dead_shards(kill_silent=True)
+            raise ServerLost(f"kvstore servers {hung} missed a {SERVER_SECONDS:.0f} s "
+                             f"deadline") from err
 
     # ---- recovery ---------------------------------------------------------------------------
     def snapshot(self) -> list:
@@ -373,12 +384,21 @@ class DistKVStore(KVStoreBase):
                                         **naming.server_options(self, shard)).remote(
             shard, self.mode, self.shared_memory)
 
-    def dead_shards(self) -> list[int]:
-        """Shards whose server actor no longer answers."""
+    def dead_shards(self, kill_silent: bool = True) -> list[int]:
+        """Shards whose server actor died or does not answer a ping within
+        :data:`PING_SECONDS` (``kill_silent``: such a server is killed, so that it is
+        replaced rather than waited for)."""
+        pings = {shard: server.ping.remote() for shard, server in enumerate(self.servers)}
+        _, silent = waits.wait(list(pings.values()), PING_SECONDS)
         dead = []
-        for shard, server in enumerate(self.servers):
+        for shard, ref in pings.items():
+            if ref in silent:
+                if kill_silent:
+                    self._ray.kill(self.servers[shard], no_restart=True)
+                dead.append(shard)
+                continue
             try:
-                self._ray.get(server.ping.remote())
+                waits.get(ref, PING_SECONDS, f"kvstore server {shard} ping")
             except self._ray.exceptions.RayActorError:
                 dead.append(shard)
         return dead

@@ -59,17 +59,52 @@ def test_stopping_repairs_nothing_and_calls_end_it():
     assert decide(Phase.RUNNING, c.StopRequested()).phase is Phase.STOPPING
 
 
-def test_impossible_events_are_caller_bugs():
-    with pytest.raises(ValueError, match="NodeDraining cannot happen in phase starting"):
-        decide(Phase.STARTING, c.NodeDraining((1,)))
-    with pytest.raises(ValueError, match="cannot happen in phase stopped"):
-        decide(Phase.STOPPED, c.WorkerDied(1, "step"))
+#: one instance of every event type, in the shapes call sites report them
+SAMPLES = [c.WorkerDied(3, "window", (5,), 7), c.WorkerHung((1,), "step 4"),
+           c.ServerDied("window", "gone", 9), c.NodeDraining((2,)),
+           c.TooFewWorkers(1, 2, "step", True), c.NoReplacements(1, "step boundary"),
+           c.NoReplacements(1, "step", mid_step=True), c.NoReplacements(0, "step", True),
+           c.MembershipChanged(joined=(5,)), c.MembershipChanged(left=(1,)),
+           c.CallDone("window"), c.StopRequested(), c.StopRequested(failed=True)]
 
 
-def test_every_phase_but_stopped_accepts_a_stop_and_failed_accepts_the_next_call():
+def test_the_table_is_total_every_phase_times_every_event():
+    assert {type(e) for e in SAMPLES} == set(c.EVENTS)
+    assert set(c.TRANSITIONS) == {(p, e) for p in Phase for e in c.EVENTS}
     for phase in Phase:
-        if phase is not Phase.STOPPED:
-            assert decide(phase, c.StopRequested()).phase is Phase.STOPPING
+        for event in SAMPLES:
+            for attempts, losses, snapshot in ((0, 0, True), (0, 0, False), (2, 3, True)):
+                decision = decide(phase, event, attempts, losses, snapshot)
+                assert isinstance(decision.phase, Phase), (phase, event)
+                assert all(type(a) in c.Action.__args__ for a in decision.actions)
+                if decision.phase is not Phase.FAILED:  # the table, unless a limit is hit
+                    assert decision.phase is c.TRANSITIONS[(phase, type(event))]
+                else:
+                    assert any(isinstance(a, c.Fail) for a in decision.actions)
+
+
+def test_recovering_takes_joins_and_drains_and_a_completed_call_ends_it():
+    # a replacement joins while a loss inside a run-ahead window is being repaired
+    joined = decide(Phase.RECOVERING, c.MembershipChanged(joined=(4,)))
+    assert joined == c.Decision(Phase.RECOVERING, ())
+    drained = decide(Phase.RECOVERING, c.NodeDraining((2,)))
+    assert drained == c.Decision(Phase.RECOVERING, (c.LeaveNodes((2,)),))
+    assert decide(Phase.STARTING, c.NodeDraining((2,))).actions == (c.LeaveNodes((2,)),)
+    assert decide(Phase.RECOVERING, c.CallDone("window")).phase is Phase.RUNNING
+
+
+def test_after_close_late_reports_change_nothing():
+    for event in SAMPLES:
+        if not isinstance(event, c.StopRequested):
+            assert decide(Phase.STOPPED, event) == c.Decision(Phase.STOPPED, ())
+    assert decide(Phase.STOPPED, c.StopRequested()).phase is Phase.STOPPING  # close again
+    with pytest.raises(TypeError, match="one of the controller's events"):
+        decide(Phase.RUNNING, "worker died")
+
+
+def test_every_phase_accepts_a_stop_and_failed_accepts_the_next_call():
+    for phase in Phase:
+        assert decide(phase, c.StopRequested()).phase is Phase.STOPPING
     assert decide(Phase.FAILED, c.CallDone("step")).phase is Phase.RUNNING
     assert decide(Phase.FAILED, c.WorkerDied(1, "step")).phase is Phase.RECOVERING
 

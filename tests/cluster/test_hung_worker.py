@@ -56,3 +56,32 @@ def test_a_stopped_worker_is_replaced_within_its_deadline(close_modules, run_ahe
     lost = [e for e in stopped["pool"].events if e["event"] == "lost"]
     assert [e["rank"] for e in lost] == [stopped["rank"]]
     assert stopped["rank"] not in stopped["pool"].workers
+
+
+def test_default_deadline_replaces_a_stopped_worker_in_seconds_and_close_reaps_it(
+        close_modules):
+    """No step_timeout: millisecond steps give the 5 s floor, not the first step's 60 s."""
+    import psutil
+    import time
+
+    _, reference = fit(close_modules)
+    stopped = {}
+
+    def on_batch(param):
+        pool = param.locals["self"].pool
+        if param.epoch == 1 and param.nbatch == 2 and "rank" not in stopped:
+            rank = pool.ranks[0]
+            stopped.update(rank=rank, pid=pool.info[rank]["pid"], at=time.time(), pool=pool)
+            os.kill(stopped["pid"], signal.SIGSTOP)
+
+    mod, got = fit(close_modules, on_batch, rm.Workers(2, 2, run_ahead=4))
+    lost = [e for e in stopped["pool"].events if e["event"] == "lost"]
+    assert [e["rank"] for e in lost] == [stopped["rank"]]
+    assert lost[0]["time"] - stopped["at"] < 15, lost
+    for name in reference:
+        np.testing.assert_allclose(got[name], reference[name], rtol=1e-5, atol=1e-6)
+    mod.close()
+    try:  # killed: gone, or a zombie until its parent raylet collects it
+        assert psutil.Process(stopped["pid"]).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        pass
