@@ -43,7 +43,8 @@ _LOG = logging.getLogger(__name__)
 KVSTORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
 
 
-from raymod.cli.argtypes import fraction, positive_float, positive_int  # noqa: E402
+from raymod.cli.argtypes import (  # noqa: E402
+    checkpoint_location, fraction, positive_float, positive_int)
 
 
 
@@ -103,6 +104,7 @@ def add_output_args(parser: argparse.ArgumentParser, name: str) -> None:
     group.add_argument("--metrics", default=f"runs/{name}/metrics.jsonl", metavar="PATH",
                        help="JSON-lines metrics, one line per epoch (default %(default)s)")
     group.add_argument("--checkpoint-dir", default=f"runs/{name}/fit", metavar="PATH_OR_URI",
+                       type=checkpoint_location,  # checked now: a bad one exits 2 at once
                        help="resumable checkpoints (parameters, optimizer state, sampler "
                             "position, ...) every epoch: a folder or a pyarrow.fs URI such as "
                             "s3://bucket/run (default %(default)s)")
@@ -119,7 +121,10 @@ def add_output_args(parser: argparse.ArgumentParser, name: str) -> None:
 def fit_checkpointing(args: argparse.Namespace, run: str | None = None) -> dict:
     """``fit`` keyword arguments for the job's resumable checkpoints (``checkpoint=`` and
     ``resume=``); ``run`` names a sub-folder when a job fits several models."""
-    path = args.checkpoint_dir if run is None else f"{args.checkpoint_dir.rstrip('/')}/{run}"
+    path = args.checkpoint_dir
+    if run is not None:  # before a URI's query: s3://bucket/dir/run?endpoint_override=...
+        base, mark, query = path.partition("?") if "://" in path else (path, "", "")
+        path = f"{base.rstrip('/')}/{run}{mark}{query}"
     return {"checkpoint": rm.CheckpointConfig(path, every_n_steps=args.checkpoint_every),
             "resume": args.resume}
 

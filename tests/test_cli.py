@@ -245,6 +245,19 @@ def test_inspect_fit_checkpoint_folder(fit_checkpoint, capsys):
     assert "[0] (6, 5) float32" in out and "[1] (6, 5) float32" in out
 
 
+def test_inspect_skips_a_step_whose_save_did_not_finish(fit_checkpoint, tmp_path, capsys):
+    complete = sorted(p.name for p in fit_checkpoint.iterdir())
+    params = (fit_checkpoint / complete[-1] / "model-0000.params").read_bytes()
+    for root in (fit_checkpoint, tmp_path / "only_killed"):
+        killed = root / "step-9999999999"  # a file, but no manifest
+        killed.mkdir(parents=True)
+        (killed / "model-0000.params").write_bytes(params)
+    assert main(["inspect", str(fit_checkpoint)]) == 0
+    assert f"checkpoint {fit_checkpoint / complete[-1]}" in capsys.readouterr().out
+    assert main(["inspect", str(tmp_path / "only_killed")]) == 1
+    assert "no complete checkpoint in" in capsys.readouterr().err
+
+
 def test_inspect_fit_checkpoint_membership_log(fit_checkpoint, capsys):
     step = max(fit_checkpoint.iterdir())
     position = json.loads((step / "position.json").read_text())

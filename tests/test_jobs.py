@@ -86,6 +86,7 @@ def test_common_parse_workers():
     (["--lr", "-1"], "--lr"),
     (["--cpus-per-worker", "0"], "--cpus-per-worker"),
     (["--workers", "3", "--batch-size", "2"], "--batch-size"),
+    (["--checkpoint-dir", "bogus://x"], "--checkpoint-dir: CheckpointConfig(path='bogus://x')"),
 ])
 def test_train_digits_bad_input_is_one_line_and_exit_2(args, flag):
     result = run_job(*args, timeout=60)

@@ -6,7 +6,7 @@
     raymod bench                                    # lists the benchmarks
     raymod inspect runs/digits/digits               # newest PREFIX-NNNN.params (+ .states)
     raymod inspect runs/digits/digits-0012.params   # one epoch
-    raymod inspect runs/mlp                         # newest fit(checkpoint=...) step-* folder
+    raymod inspect runs/mlp                         # newest complete fit(checkpoint=...) step-*
     raymod plot runs/digits/metrics.jsonl -o curves.png
     raymod export runs/digits/digits --onnx digits.onnx --shape 1,1,8,8   # newest epoch
     raymod run train.py -e 2                        # an MXNet 1.x script, `import mxnet` -> raymod

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["positive_int", "nonnegative_int", "positive_float", "fraction"]
+__all__ = ["positive_int", "nonnegative_int", "positive_float", "fraction",
+           "checkpoint_location"]
 
 
 def _number(text: str, kind: type, what: str) -> float:
@@ -45,3 +46,15 @@ def fraction(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
     return value
+
+
+def checkpoint_location(text: str) -> str:
+    """A folder or ``pyarrow.fs`` URI for ``fit`` checkpoints that can be opened and reached
+    now (an object store gets a few seconds to answer); returned as given."""
+    from ..module.fit_checkpoint import CheckpointLocationError, open_location
+
+    try:
+        open_location(text)
+    except CheckpointLocationError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text

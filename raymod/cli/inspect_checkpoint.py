@@ -92,11 +92,8 @@ def _locate_dir(files: _Files, path: str, epoch: int | None) -> dict:
     entries = dict(files.listdir(path))
     if "model-0000.params" in entries:
         return _fit_files(files, path)
-    steps = sorted(n for n, k in entries.items() if k == "dir" and n.startswith(_STEP_PREFIX))
-    if steps:
-        found = _fit_files(files, posixpath.join(path, steps[-1]))
-        found["others"] = steps[:-1]
-        return found
+    if any(k == "dir" and n.startswith(_STEP_PREFIX) for n, k in entries.items()):
+        return _newest_step(files, path)
     prefixes = sorted({m["prefix"] for n in entries
                        for m in [_PARAMS_RE.match(n)] if m})
     if len(prefixes) == 1:
@@ -105,6 +102,24 @@ def _locate_dir(files: _Files, path: str, epoch: int | None) -> dict:
         raise CLIError(f"{path} holds checkpoints of several prefixes ({', '.join(prefixes)}): "
                        "name one, e.g. " + posixpath.join(path, prefixes[0]), 2)
     raise CLIError(f"no checkpoint in {path} (no PREFIX-NNNN.params, no step-* folder)")
+
+
+def _newest_step(files: _Files, path: str) -> dict:
+    """The newest complete ``step-*`` folder of a fit checkpoint root (its manifest vouches
+    for it; see :mod:`raymod.module.fit_checkpoint`), naming the older complete ones."""
+    from ..module.fit_checkpoint import scan_steps
+
+    try:
+        found = scan_steps(files.fs, path)
+    except OSError as err:
+        raise CLIError(f"cannot list {path}: {_one_line(err)}") from None
+    names = [posixpath.basename(folder) for folder in found.folders]
+    if not names:
+        raise CLIError(f"no complete checkpoint in {path}: its {len(found.stale)} step folder(s) "
+                       "have no manifest (saves that did not finish)")
+    located = _fit_files(files, posixpath.join(path, names[-1]))
+    located["others"] = names[:-1]
+    return located
 
 
 def _fit_files(files: _Files, folder: str) -> dict:
