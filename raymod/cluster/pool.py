@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..base import MXNetError
-from . import naming, reaper, waits
+from ..kvstore.server import ServerLost
+from . import moments, naming, reaper, waits
 from .controller import (ElasticController, Fail, LeaveNodes, MembershipChanged, NodeDraining,
                          NoReplacements, Policy, StopRequested, StopWorkers, TooFewWorkers,
                          WaitForWorkers, WorkerDied, WorkerHung, CallDone, Forget)
@@ -140,6 +141,7 @@ class WorkerPool:
                                      **naming.worker_options(self, rank)).remote(
             rank, self.spec.gpus_per_worker)
         self._starting[handle.ready.remote()] = (rank, handle)
+        moments.reached("worker.starting", pool=self, rank=rank, handle=handle)
 
     def wait_for(self, count: int, timeout: float) -> None:
         """Block until ``count`` workers are alive, or raise :class:`WorkersUnavailable`."""
@@ -150,8 +152,7 @@ class WorkerPool:
             if left <= 0 or not self._starting:
                 raise WorkersUnavailable(self._shortage(count))
             ready, _ = waits.wait(list(self._starting), left, num_returns=1)
-            for ref in ready:
-                self._admit(ref)
+            self._admit_all(ready)
         self.poll()
 
     def _shortage(self, count: int) -> str:
@@ -169,15 +170,27 @@ class WorkerPool:
         self._leave_draining_nodes()
         self.release_leaving()
         self._start_replacements()
-        if self._starting:
-            ready = waits.ready(list(self._starting))
-            joined = [rank for rank in (self._admit(ref) for ref in ready) if rank is not None]
-        else:
-            joined = []
-        if joined:
-            self.controller.handle(MembershipChanged(joined=tuple(joined)))
+        joined = self._admit_all(waits.ready(list(self._starting))) if self._starting else []
         if len(self.workers) < self.spec.min_workers:  # after a preemption
             self.short_of_workers("step boundary")
+        return joined
+
+    def _admit_all(self, ready: list) -> list[int]:
+        """Admit the started workers of ``ready``; the joined ranks. A joiner's set-up that
+        meets a lost server raises :class:`ServerLost` once the others are admitted."""
+        joined, lost = [], None
+        for ref in ready:
+            try:
+                rank = self._admit(ref)
+            except ServerLost as err:
+                lost = err
+                continue
+            if rank is not None:
+                joined.append(rank)
+        if joined:
+            self.controller.handle(MembershipChanged(joined=tuple(joined)))
+        if lost is not None:
+            raise lost
         return joined
 
     def _leave_draining_nodes(self) -> None:
@@ -218,11 +231,17 @@ class WorkerPool:
         deadline = self.deadlines.call()
         try:
             info = waits.get(ref, deadline, f"worker {rank} starting")
+            moments.reached("worker.joining", pool=self, rank=rank, handle=handle)
             for method, args in self._setup.values():
                 waits.get(getattr(handle, method).remote(*args), deadline,
                           f"worker {rank} set-up ({method})")
             waits.get(handle.set_local_state.remote(self._peer_state()), deadline,
                       f"worker {rank} set-up (set_local_state)")
+        except ServerLost:
+            # its set-up met a lost server: the caller's recovery restores the servers
+            # (recording their new handles for joiners); it joins at a boundary after that
+            self._starting[ref] = (rank, handle)
+            raise
         except (self._ray.exceptions.RayActorError, waits.DeadlineMissed) as err:
             # a joiner that fails or hangs while joining never joins: it is stopped, and
             # the pool asks for another at the next boundary
@@ -382,6 +401,7 @@ class WorkerPool:
     def shutdown(self) -> None:
         """Stop every worker actor (after letting live ones remove their shared memory)."""
         self.controller.handle(StopRequested())
+        moments.reached("close", pool=self)
         closing = {h.close.remote(): rank for rank, h in self.workers.items()}
         late = set(waits.settle(list(closing), 5))
         for ref, rank in closing.items():  # (a stopped process needs its SIGKILL)

@@ -43,7 +43,7 @@ from ..symbol import Symbol
 from .controller import RestoreServers, ServerDied
 from .plan import RankPlan, SliceTasks, cuts, pack_window
 from .pool import WorkerPool, WorkersUnavailable
-from . import waits
+from . import moments, waits
 from .workers import MIN_RUN_AHEAD
 
 __all__ = ["RayExecutorGroup"]
@@ -258,6 +258,7 @@ class RayExecutorGroup:
                 # the custom ops' classes, by value: workers register them before loading
                 "custom_ops": pack_props(self.symbol)}
         self.pool.broadcast("define", self.group_id, spec, key=("define", self.group_id))
+        moments.reached("bind", pool=self.pool)
 
     @staticmethod
     def _sliced(desc: DataDesc, s: slice) -> DataDesc:
@@ -298,6 +299,7 @@ class RayExecutorGroup:
 
     def _read_params(self, arg_params: dict, aux_params: dict) -> None:
         st = self.state
+        moments.reached("get_params", pool=self.pool)
         if st.weights is not None and not st.update_on_kvstore:
             self.pool.call_all("refresh", st.weights)
         on_servers = st.kv is not None and st.update_on_kvstore
@@ -404,12 +406,13 @@ class RayExecutorGroup:
     def _train_step_now(self, batch: Any, metric: Any, svrg: bool) -> None:
         """The step with one driver call per worker, completed before returning."""
         st = self.state
-        self.pool.poll()  # short of workers after a short-handed step: waits, or stops the run
         tasks = self._tasks(batch, self.slices(self.pool.spec.slices), labels=True)
         if st.kv.mode == "sync" and (st.snapshot is None or st.snapshot_writes != st.kv.writes):
             self._snapshot_now()
         while True:
             try:
+                # short of workers after a short-handed step: waits, or stops the run
+                self.pool.poll()
                 self._run_step(tasks, metric, svrg)
                 break
             except ServerLost as err:
@@ -417,6 +420,7 @@ class RayExecutorGroup:
                     raise
                 self._server_lost(err, "step", st.step - 1)
         self.pool.controller.done("step")
+        moments.reached("step", pool=self.pool)
         if st.kv.mode == "sync":
             st.replay.append((st.step - 1, tasks, svrg))
             if st.step % SNAPSHOT_EVERY == 0:
@@ -443,7 +447,14 @@ class RayExecutorGroup:
             return
         st.launched = True
         self.pool.busy = self._busy_ranks
-        self.pool.poll()  # joins, replacements and leaves (or a stop when short) between windows
+        try:
+            self.pool.poll()  # joins, replacements, leaves (or a stop when short) between windows
+        except ServerLost:
+            # a joiner's set-up met a lost server: these steps and the windows in flight
+            # complete through the recovery path, which restores the servers first
+            st.inflight.append(_Window(0, planned, {}, time.perf_counter()))
+            self._recover_windows()
+            return
         wid = next(_WINDOW_IDS)
         sources: dict[int, list] = {}  # each row source's ref once, not once per slice
         plans = self._plans([(p.step, p.tasks, p.svrg) for p in planned], sources)
@@ -460,6 +471,7 @@ class RayExecutorGroup:
                     self.pool.readers_to_send(rank, sources), weights), plan)
                 for rank, (blob, place, plan) in plans.items()}
         st.inflight.append(_Window(wid, planned, refs, time.perf_counter()))
+        moments.reached("window.launched", pool=self.pool, steps=len(planned))
         while len(st.inflight) > 1:  # the workers have the next window queued meanwhile
             self._collect_oldest()
 
@@ -503,20 +515,19 @@ class RayExecutorGroup:
         st = self.state
         win = st.inflight[0]
         waiting = {ref: rank for rank, (ref, _) in win.refs.items()}
-        # the servers had finished at least the step before the window's first when the
-        # wait began: a deadline passing with them still there means nobody moved
-        results, progress = {}, win.steps[0].step - 1
+        results, idle = {}, 0.0
         ray = self.pool._ray
         while waiting:
             # every result in already, in one wait and one get; else the first to come
             done = waits.ready(list(waiting))
+            deadline = self._deadline(1, waiting.values())
             if not done:
-                deadline = self._deadline(1, waiting.values())
-                done, _ = waits.wait(list(waiting), deadline, num_returns=1)
+                done, _ = waits.wait(list(waiting), deadline - idle, num_returns=1)
             if not done:
-                now = st.kv.steps_done()
-                if now != progress:  # still moving: a slow step, not a hung worker
-                    progress = now
+                # hung once no step has finished for a whole deadline (the servers know
+                # when they last finished one: a deadline, not two)
+                idle = st.kv.idle_seconds()
+                if idle < deadline:  # still moving: a slow step, not a hung worker
                     continue
                 self._stop_hung(win)
                 self._recover_windows()
@@ -542,6 +553,7 @@ class RayExecutorGroup:
         self._seasoned.update(results)
         st.timings.add_window(wall, len(win.steps), results.values())
         self._completed(win.steps)
+        moments.reached("window.collected", pool=self.pool)
 
     def _stop_hung(self, win: _Window) -> None:
         """Kill the workers holding the slices the servers still lack for the first
@@ -566,6 +578,7 @@ class RayExecutorGroup:
         slices the servers lack are recomputed, by the live workers (a lost server first
         goes back to the snapshot, and every step since is replayed)."""
         st = self.state
+        moments.reached("recovery", pool=self.pool)
         windows, st.inflight = st.inflight, []
         steps = [p for win in windows for p in win.steps]
         losses, server_lost = _Losses(), None
@@ -645,6 +658,7 @@ class RayExecutorGroup:
         values of the driver's last snapshot and every logged step since replayed (or,
         before any snapshot, the kvstore's set-up again); the workers get the new servers."""
         st = self.state
+        moments.reached("recovery", pool=self.pool)
         t0 = time.perf_counter()
         st.snapshot_due = None  # the servers forgot it
         if action.source == "setup":
@@ -887,6 +901,7 @@ class RayExecutorGroup:
         of the runs) and the batch count for the mean.
         """
         st = self.state
+        moments.reached("svrg.full_gradient", pool=self.pool)
         if st.kv is not None and st.kv.mode == "sync":
             # a server lost during the pass goes back to the weights w~ is taken from
             self._snapshot_now()
@@ -1009,6 +1024,7 @@ class RayExecutorGroup:
 
     def _forward(self, data_batch: Any, is_train: bool) -> None:
         self._last = None
+        moments.reached("forward", pool=self.pool)
         while self._last is None:  # the controller gives up on endless losses
             self.pool.poll()
             tasks = self._tasks(data_batch, self.slices(len(self.pool)), labels=True)
@@ -1158,6 +1174,7 @@ class RayExecutorGroup:
         st.kv, st.snapshot, st.replay = kv, None, []  # a loss now means: set up again
 
         def setup() -> None:
+            moments.reached("init_optimizer", pool=self.pool)
             if compression_params:
                 kv.set_gradient_compression(compression_params)
             if update_on_kvstore:

@@ -481,6 +481,10 @@ class DistKVStore(KVStoreBase):
         """The last step every shard has finished."""
         return min(p["steps_done"] for p in self._call_all("progress"))
 
+    def idle_seconds(self) -> float:
+        """Seconds since some shard last finished a step (a hung worker stalls them all)."""
+        return min(p["idle_s"] for p in self._call_all("progress"))
+
     def progress(self) -> list[dict]:
         """Per shard: ``steps_done`` and the slices received per pending step."""
         return self._call_all("progress")

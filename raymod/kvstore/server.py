@@ -104,6 +104,7 @@ class KVServer:
         self.corrections: dict = {}           # parameter key -> key added to its gradient
         self.version = 0
         self.steps_done = -1
+        self._finished_at = time.monotonic()  # when the last step finished (hang checks)
         self._published: tuple[int, Any] = (-1, None)
         self._history: dict[int, list] = {}   # step -> what published() gave after it
         self.metrics: dict[int, Any] = {}     # step -> {slice: metric state pushed with it}
@@ -264,6 +265,7 @@ class KVServer:
             self._flip(carry=True)
             self._apply(self._all(self.scratch))
         self.steps_done = step
+        self._finished_at = time.monotonic()
         for old in [s for s in self.pending if s <= step]:
             del self.pending[old]
         if step in self.metrics:
@@ -341,8 +343,10 @@ class KVServer:
 
     @_locked
     def progress(self) -> dict:
-        """``steps_done`` and, per pending step, the slice ids received (hung-worker checks)."""
+        """``steps_done``, ``idle_s`` (seconds since a step last finished here) and, per
+        pending step, the slice ids received (hung-worker checks)."""
         return {"steps_done": self.steps_done,
+                "idle_s": time.monotonic() - self._finished_at,
                 "pending": {s: sorted(slot) for s, slot in self.pending.items()}}
 
     @_locked

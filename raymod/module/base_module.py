@@ -20,6 +20,7 @@ from .. import metric as _metric
 from ..base import bytes_via_file, file_from_bytes
 from ..callback import BatchEndParam
 from ..checkpoint import params_dict, split_params
+from ..cluster import moments
 from ..initializer import Uniform
 from ..io import DataBatch, DataDesc, DataIter
 from ..model import _check_kvstore_arg
@@ -492,7 +493,16 @@ class BaseModule:
         try:
             folder = self._fit_save(epoch, nbatch, train_data, sampler_state)
         except Exception as save_err:  # noqa: BLE001 - report both, raise the first
-            return type(err)(f"{err}; writing a checkpoint failed too: {save_err}")
+            # (e.g. a server lost with every worker: the last step cannot be rebuilt)
+            try:
+                older = self._checkpointer.list()
+            except Exception:  # noqa: BLE001 - the store itself is failing
+                older = []
+            where = (f"fit(..., resume=True) continues from the newest complete checkpoint, "
+                     f"{older[-1]}" if older else "no complete checkpoint exists: "
+                     "fit(..., resume=True) starts afresh")
+            return type(err)(f"{err}; writing a checkpoint of step {self._global_step} "
+                             f"failed too ({str(save_err).splitlines()[0]}); {where}")
         finally:
             if pool is not None:
                 pool.stopping = False
@@ -548,6 +558,7 @@ class BaseModule:
                     "sampler": sampler_state,
                     "bucket_keys": sorted(getattr(self, "_buckets", {}), key=str),
                     "membership": [] if pool is None else pool.events}
+        moments.reached("checkpoint.save", pool=pool)
         folder = self._checkpointer.save(self, position)
         self.logger.info("checkpoint %s (epoch %d, batch %d)", folder, epoch, nbatch)
         return folder

@@ -1,0 +1,57 @@
+"""Faults at any moment of a fit, on the session's loopback multi-node cluster: the cases
+seen to crash or hang the driver, then seeded schedules (``raymod.chaos``). Every fit ends on
+the one-process trajectory (1e-5), directly or through the checkpoint it stopped with; a
+failure prints the command that replays its schedule."""
+import pytest
+
+from raymod.chaos import Fault, Rig, Schedule, generate
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
+
+#: the suite's schedules: SEED's first COUNT (bench/bench_faults.py runs many more)
+SEED, COUNT = 7, 10
+
+
+@pytest.fixture(scope="module")
+def rig(ray_cluster):
+    made = Rig()
+    yield made
+    made.close()
+
+
+def check(rig, schedule):
+    outcome = rig.run(schedule)
+    assert outcome.ok, (f"{schedule}: {outcome.result}, max error {outcome.max_error:.1e}; "
+                        f"replay: {schedule.replay}\n{outcome.error}")
+    return outcome
+
+
+@pytest.mark.parametrize("run_ahead", [None, 8, 1])
+def test_a_worker_node_removed_at_the_first_batch_end(rig, run_ahead):
+    # once crashed fit (MembershipChanged in RECOVERING) or hung in _peer_state
+    outcome = check(rig, Schedule((Fault("batch_end", 1, "worker_node"),), run_ahead))
+    assert outcome.fired == ["worker_node@batch_end#1"]
+
+
+def test_the_kvserver_node_removed_then_two_worker_nodes(rig):
+    outcome = check(rig, Schedule((Fault("batch_end", 4, "server_node"),
+                                   Fault("batch_end", 9, "worker_node"),
+                                   Fault("window.launched", 4, "worker_node", pick=1)), None))
+    assert len(outcome.fired) == 3
+
+
+def test_faults_during_a_recovery_and_a_joiner_set_up(rig):
+    check(rig, Schedule((Fault("batch_end", 3, "worker_kill"),
+                         Fault("recovery", 1, "worker_kill", pick=1),
+                         Fault("worker.joining", 5, "worker_kill")), 8))
+
+
+def test_a_hung_worker_and_a_failed_start(rig):
+    outcome = check(rig, Schedule((Fault("batch_end", 5, "worker_stop"),
+                                   Fault("worker.starting", 5, "start_fail")), None))
+    assert outcome.recovery_s[0] < 15, outcome.recovery_s
+
+
+@pytest.mark.parametrize("schedule", generate(SEED, COUNT), ids=str)
+def test_seeded_schedules(rig, schedule):
+    check(rig, schedule)
