@@ -21,9 +21,10 @@ from typing import Any, Callable
 from ..base import MXNetError
 from ..kvstore.server import ServerLost
 from . import moments, naming, reaper, waits
-from .controller import (ElasticController, Fail, LeaveNodes, MembershipChanged, NodeDraining,
-                         NoReplacements, Policy, StopRequested, StopWorkers, TooFewWorkers,
-                         WaitForWorkers, WorkerDied, WorkerHung, CallDone, Forget)
+from .controller import (CallDone, ElasticController, Fail, Forget, LeaveNodes,
+                         MembershipChanged, NoReplacements, Policy, StopRequested, StopWorkers,
+                         TooFewWorkers, WaitForWorkers, WorkerDied, WorkerHung)
+from .recovery.node_drained import NodeDrains
 from .worker import Worker
 from .workers import Workers
 
@@ -32,20 +33,6 @@ __all__ = ["WorkerLost", "WorkerPool", "WorkersUnavailable"]
 
 class WorkersUnavailable(MXNetError):
     """Fewer workers than ``min_workers`` could be started or are still alive."""
-
-
-#: how often (seconds) :meth:`WorkerPool.poll` asks Ray which nodes are being drained
-DRAIN_CHECK_SECONDS = 5.0
-
-
-def _draining_nodes(ray: Any) -> dict[str, int]:
-    """Node id -> drain deadline (ms since the epoch, 0: none) of the nodes Ray is draining:
-    preempted spot instances, or ``ray drain-node``. Ray has no public call for this yet;
-    Ray Data and Serve use the same GCS query. Any failure reads as "none"."""
-    try:
-        return dict(ray._private.state.state.get_draining_nodes())
-    except Exception:  # noqa: BLE001 - an internal API: never let it stop training
-        return {}
 
 
 @dataclass(frozen=True)
@@ -70,7 +57,7 @@ class WorkerLost:
     slices: tuple[int, ...] = ()
 
 
-class WorkerPool:
+class WorkerPool(NodeDrains):
     """Ray actors running :class:`~raymod.cluster.worker.Worker`, by rank.
 
     Parameters
@@ -192,38 +179,6 @@ class WorkerPool:
         if lost is not None:
             raise lost
         return joined
-
-    def _leave_draining_nodes(self) -> None:
-        """Workers on nodes Ray is draining (a preemption notice) leave now, at a step
-        boundary, so that nothing they hold has to be recomputed; Ray places their
-        replacements on other nodes. Checked every :data:`DRAIN_CHECK_SECONDS`."""
-        now = time.monotonic()
-        if now < self._next_drain_check:
-            return
-        self._next_drain_check = now + DRAIN_CHECK_SECONDS
-        draining = _draining_nodes(self._ray)
-        if not draining:
-            return
-        self._draining = draining
-        ranks = tuple(r for r in self.ranks if self.info[r].get("node") in draining)
-        if ranks:
-            self.controller.handle(NodeDraining(ranks))
-
-    def _leave(self, action: LeaveNodes, event: Any) -> None:
-        """The controller's ``LeaveNodes``: the workers leave at this step boundary."""
-        for rank in action.ranks:
-            node = self.info[rank].get("node")
-            self.leaving[rank] = self.workers.pop(rank)
-            self._event("leave", rank, reason="node draining", node=node,
-                        deadline_ms=self._draining.get(node, 0))
-            self._replace = True
-        self.release_leaving()
-
-    def release_leaving(self) -> None:
-        """Stop the workers that left and have no run-ahead steps in flight any more."""
-        busy = self.busy()
-        for rank in [r for r in self.leaving if r not in busy]:
-            self._reap(self.leaving.pop(rank), rank)
 
     def _admit(self, ref: Any) -> int | None:
         rank, handle = self._starting.pop(ref)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import raymod as rm
-from raymod.cluster import remote_group
+from raymod.cluster import remote_group, windows
 
 import nets
 
@@ -63,7 +63,7 @@ def test_mlp_on_workers_matches_one_process(workers, plans, close_modules, monke
     ref, ref_acc, _ = train(mlp(), x, y, None, close_modules)
     sent = []  # what each window call carried as its plan
     if plans == "object store":  # as a window of long shuffled batches would travel
-        monkeypatch.setattr(remote_group, "INLINE_PLAN_BYTES", 0)
+        monkeypatch.setattr(windows, "INLINE_PLAN_BYTES", 0)
     shares = remote_group.RayExecutorGroup._plans
 
     def recording(*args):

@@ -125,7 +125,7 @@ def test_periodic_snapshots_do_not_stop_the_workers(close_modules, monkeypatch, 
     they finish the due step and the driver fetches it later: the driver takes one itself
     (stopping the windows) only after direct writes (set-up, fit's set_params per epoch)."""
     from raymod.cluster.remote_group import RayExecutorGroup
-    monkeypatch.setattr("raymod.cluster.remote_group.SNAPSHOT_EVERY", 7)
+    monkeypatch.setattr("raymod.cluster.snapshots.SNAPSHOT_EVERY", 7)
     taken, adopted = [], []
     take, adopt = RayExecutorGroup._take_snapshot, RayExecutorGroup._adopt_snapshot
 

@@ -84,7 +84,7 @@ def test_below_min_workers_waits_then_names_the_shortage(close_modules):
 @pytest.mark.parametrize("run_ahead", [1, None])
 def test_kvserver_killed_twice_loses_no_step(close_modules, monkeypatch, run_ahead):
     monkeypatch.setenv("DMLC_NUM_SERVER", "2")
-    monkeypatch.setattr("raymod.cluster.remote_group.SNAPSHOT_EVERY", 15)
+    monkeypatch.setattr("raymod.cluster.snapshots.SNAPSHOT_EVERY", 15)
     epochs = 4  # 80 steps
     workers = rm.Workers(3, run_ahead=run_ahead)
     _, reference = fit(close_modules, epochs, workers=workers)
@@ -161,8 +161,8 @@ def test_below_min_workers_stops_with_a_checkpoint_that_resumes(close_modules, t
 
 def test_workers_on_a_draining_node_leave_at_a_step_boundary(close_modules, monkeypatch):
     _, reference = fit(close_modules, 2)
-    monkeypatch.setattr("raymod.cluster.pool.DRAIN_CHECK_SECONDS", 0.0)
-    monkeypatch.setattr("raymod.cluster.pool._draining_nodes",
+    monkeypatch.setattr("raymod.cluster.recovery.node_drained.DRAIN_CHECK_SECONDS", 0.0)
+    monkeypatch.setattr("raymod.cluster.recovery.node_drained._draining_nodes",
                         lambda ray: {"preempted-node": 1_700_000_000_000})
 
     def preempt(param):  # a preemption notice for the node of one worker
