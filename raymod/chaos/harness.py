@@ -64,6 +64,9 @@ class Outcome:
         Per fault that struck: seconds to the next completed step (None: none came).
     seconds : float
         Wall time of the schedule.
+    events : list of str
+        The membership events of the fit's worker pools (``"lost"``, ``"join"``,
+        ``"leave: node draining"``, ...), in order.
     """
 
     schedule: Schedule
@@ -73,6 +76,7 @@ class Outcome:
     fired: list = field(default_factory=list)
     recovery_s: list = field(default_factory=list)
     seconds: float = 0.0
+    events: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -191,6 +195,8 @@ class _Injector:
         info = pool.info.get(rank, {})
         if fault.kind == "worker_node":
             return self.rig.remove_node(info.get("node"))
+        if fault.kind == "node_drain":
+            return self.rig.drain_node(info.get("node"))
         sig = signal.SIGSTOP if fault.kind == "worker_stop" else signal.SIGKILL
         try:
             os.kill(info["pid"], sig)
@@ -246,6 +252,7 @@ class Rig:
                                "LocalCluster whose nodes it can add and remove)")
         self.worker_nodes: list = []
         self.server_nodes: list = []
+        self.drained: set = set()  # node ids drained: replaced before the next schedule
         self._references: dict[bool, dict] = {}
 
     def reference(self, svrg: bool = False) -> dict:
@@ -256,6 +263,9 @@ class Rig:
 
     def prepare(self) -> None:
         """Put back the nodes the last schedule removed."""
+        for node in [n for n in self.worker_nodes if n.node_id in self.drained]:
+            self.remove_node(node.node_id)
+        self.drained.clear()
         alive = {n["NodeID"] for n in _nodes() if n["Alive"]}
         self.worker_nodes = [n for n in self.worker_nodes if n.node_id in alive]
         self.server_nodes = [n for n in self.server_nodes if n.node_id in alive]
@@ -282,6 +292,21 @@ class Rig:
                     return True
         return False
 
+    def drain_node(self, node_id: str | None) -> bool:
+        """Ask Ray's GCS to drain the rig's worker node ``node_id`` (a preemption notice
+        with a minute's deadline, as ``ray drain-node`` or a cloud's spot notice gives)."""
+        if node_id not in {n.node_id for n in self.worker_nodes}:
+            return False
+        import ray
+        from ray.core.generated import autoscaler_pb2
+        gcs = ray._raylet.GcsClient(address=self.cluster.address)
+        accepted, _ = gcs.drain_node(
+            node_id, autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),
+            "raymod.chaos", int(time.time() * 1000) + 60_000)
+        if accepted:
+            self.drained.add(node_id)
+        return bool(accepted)
+
     def close(self) -> None:
         """Remove every node of the rig."""
         for node in self.worker_nodes + self.server_nodes:
@@ -302,6 +327,8 @@ class Rig:
                              run_ahead=schedule.run_ahead, start_timeout=START_TIMEOUT)
         stores: list = []
         watchdog = _Watchdog(HANG_SECONDS)
+        from ..cluster.recovery import node_drained
+        drain_check, node_drained.DRAIN_CHECK_SECONDS = node_drained.DRAIN_CHECK_SECONDS, 0.2
         with tempfile.TemporaryDirectory(prefix="raymod-chaos-") as folder:
             previous = moments.listen(injector)
             try:
@@ -324,6 +351,7 @@ class Rig:
                                                   server_resources={SERVER_RESOURCE: 1}))
                         got = train(workers, stores[-1], schedule.svrg, folder,
                                     resume=True, keep=injector.modules)
+                    outcome.events = _events(injector.modules)
                     for mod in injector.modules:  # close (a moment too) while faults may strike
                         mod.close()
                 outcome.max_error = max_relative_error(reference, got)
@@ -340,6 +368,7 @@ class Rig:
                 outcome.result = "error"
                 outcome.error = "".join(traceback.format_exception(err))
             finally:
+                node_drained.DRAIN_CHECK_SECONDS = drain_check  # (the fits are seconds long)
                 moments.listen(previous)
                 injector.cleanup()
                 for mod in injector.modules:
@@ -350,6 +379,13 @@ class Rig:
         outcome.recovery_s = [None if s is None else round(s, 3) for s in injector.next_step]
         outcome.seconds = time.perf_counter() - t0
         return outcome
+
+
+def _events(modules: list) -> list[str]:
+    """The membership events of the modules' pools, as ``"kind"`` or ``"kind: reason"``."""
+    return [e["event"] + (f": {e['reason']}" if "reason" in e else "")
+            for mod in modules if getattr(mod, "pool", None) is not None
+            for e in mod.pool.events]
 
 
 def _nodes() -> list:

@@ -14,11 +14,12 @@ FAULTS = {
     "worker_stop": "SIGSTOP a worker's process (hung: found by its deadline)",
     "server_kill": "SIGKILL the KVServer's process",
     "worker_node": "remove a worker's node (its raylet and processes killed)",
+    "node_drain": "drain a worker's node through Ray's GCS (a preemption notice)",
     "server_node": "remove the KVServer's node",
     "start_fail": "kill a worker actor while it starts or joins",
 }
-_ANY = ("worker_kill", "worker_stop", "server_kill", "worker_node", "server_node")
-_NO_STOP = ("worker_kill", "server_kill", "worker_node", "server_node")
+_ANY = ("worker_kill", "worker_stop", "server_kill", "worker_node", "server_node", "node_drain")
+_NO_STOP = ("worker_kill", "server_kill", "worker_node", "server_node", "node_drain")
 #: moment -> the faults that can strike there (a stopped worker before any step time is
 #: known waits out the first step's 60 s deadline: those are ``slow`` schedules)
 WHERE = {

@@ -55,3 +55,9 @@ def test_a_hung_worker_and_a_failed_start(rig):
 @pytest.mark.parametrize("schedule", generate(SEED, COUNT), ids=str)
 def test_seeded_schedules(rig, schedule):
     check(rig, schedule)
+
+
+def test_a_drained_node_s_workers_leave_without_a_loss(rig):
+    outcome = check(rig, Schedule((Fault("batch_end", 3, "node_drain"),), None))
+    assert "leave: node draining" in outcome.events and "lost" not in outcome.events, \
+        outcome.events

@@ -40,7 +40,7 @@ def assert_close(a, b, tol=1e-5):
 
 
 def test_kills_between_and_during_steps_keep_the_trajectory(close_modules):
-    epochs = 15  # 300 steps of 40 rows, 4 workers, a kill every 20 steps
+    epochs = 8  # 160 steps of 40 rows, 4 workers, a kill every 20 steps (raymod.chaos: more)
     _, reference = fit(close_modules, epochs)
     chooser = random.Random(5)
     killed = []
@@ -63,7 +63,9 @@ def test_kills_between_and_during_steps_keep_the_trajectory(close_modules):
             pool.wait_for(pool.spec.max_workers, 120)
         if step % 40 == 10:  # between steps
             kill_one(pool)
-        if step % 40 == 30:  # at a random moment of the next steps, from another thread
+        # at a random moment of the next steps, from another thread (not in the last
+        # epoch: a kill after the fit's last call on the workers is never seen by it)
+        if step % 40 == 30 and step < (epochs - 1) * STEPS_PER_EPOCH:
             threading.Timer(chooser.uniform(0.0, 0.05), kill_one, args=(pool,)).start()
 
     mod, got = fit(close_modules, epochs, on_batch)
@@ -71,7 +73,8 @@ def test_kills_between_and_during_steps_keep_the_trajectory(close_modules):
     # after every step, each sample of the epoch so far counted once: recomputed slices too
     assert state["counted"] == [0] * epochs * STEPS_PER_EPOCH
     events = [e["event"] for e in state["pool"].events]
-    assert len(killed) == epochs * STEPS_PER_EPOCH // 20 and events.count("lost") == len(killed)
+    assert len(killed) == epochs * STEPS_PER_EPOCH // 20 - 1
+    assert events.count("lost") == len(killed)
     assert events.count("join") > 4  # replacements joined after the first four
 
 
