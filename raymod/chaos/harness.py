@@ -41,7 +41,7 @@ HANG_SECONDS = 240.0
 #: the relative tolerance of "on the trajectory"
 TOLERANCE = 1e-5
 #: seconds a missing worker is waited for before the fit stops short of workers
-START_TIMEOUT = 20.0
+START_TIMEOUT = 60.0
 
 
 @dataclass

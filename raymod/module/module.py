@@ -584,7 +584,8 @@ class Module(BaseModule):
         """The optimizer states as bytes, from wherever the optimizer runs."""
         self._require(Stage.OPTIMIZER_READY, "save_optimizer_states")
         if self._update_on_kvstore:
-            return self._kvstore.get_optimizer_states()
+            return self._placement.on_servers(self, "optimizer states",
+                                              self._kvstore.get_optimizer_states)
         return self._placement.updater_states(self)
 
     def load_optimizer_states(self, fname: str) -> None:
@@ -602,7 +603,9 @@ class Module(BaseModule):
         """Load optimizer states given as bytes (see :meth:`load_optimizer_states`)."""
         self._require(Stage.OPTIMIZER_READY, "load_optimizer_states")
         if self._update_on_kvstore:  # the kvstore's updater indexes by parameter name
-            self._kvstore.set_optimizer_states(self._rekeyed(blob, by_name=True))
+            states = self._rekeyed(blob, by_name=True)
+            self._placement.on_servers(self, "optimizer states",
+                                       lambda: self._kvstore.set_optimizer_states(states))
         else:
             self._placement.set_updater_states(self, self._rekeyed(blob, by_name=False))
 

@@ -95,6 +95,11 @@ class Placement:
         """Load the local updaters' optimizer states (not ``update_on_kvstore``)."""
         raise NotImplementedError
 
+    def on_servers(self, mod: Any, what: str, call: Callable[[], Any]) -> Any:
+        """``call()``, a direct call on the module's kvstore (its optimizer states); on
+        workers a KVServer lost meanwhile is restored first and the call run again."""
+        return call()
+
     def fuses_steps(self, mod: Any) -> bool:
         """Whether ``fit`` runs each step as one :meth:`fit_step` instead of the module's
         step methods."""
@@ -236,6 +241,10 @@ class OnWorkers(Placement):
 
     def set_updater_states(self, mod: Any, blob: bytes) -> None:
         mod._exec_group.set_updater_states(blob)
+
+    def on_servers(self, mod: Any, what: str, call: Callable[[], Any]) -> Any:
+        mod._exec_group.drain()
+        return mod._exec_group._with_servers(what, call)
 
     def fuses_steps(self, mod: Any) -> bool:
         """On workers the whole step is one call per worker (see ``RayExecutorGroup``),

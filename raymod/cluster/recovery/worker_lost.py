@@ -142,6 +142,15 @@ class WorkerLossRecovery:
         for attempt in itertools.count():  # the controller gives up on endless losses
             if not pending:
                 return losses
+            if len(self.pool) < self.pool.spec.min_workers:
+                # Without replacements the survivors finish this step anyway (the
+                # controller's policy): a worker can push its slice and die before
+                # answering, so the servers may already hold the step; finishing it keeps
+                # every shard at one step boundary, where the next step stops the run.
+                t_wait = time.perf_counter()
+                self.pool.short_of_workers(during, mid_step=True)
+                if losses is not None:
+                    losses.wait_s += time.perf_counter() - t_wait
             t_plan = time.perf_counter() if attempt else 0.0
             refs = {}
             for rank, chunk in self._assign(pending).items():
@@ -169,14 +178,6 @@ class WorkerLossRecovery:
                 self._seasoned.add(rank)
             if server_lost is not None:
                 raise server_lost
-            if pending and len(self.pool) < self.pool.spec.min_workers:
-                # Without replacements the survivors finish this step anyway (the
-                # controller's policy): a worker can push its slice and die before
-                # answering, so the servers may already hold the step; finishing it keeps
-                # every shard at one step boundary, where the next step stops the run.
-                t_wait = time.perf_counter()
-                self.pool.short_of_workers(during, mid_step=True)
-                losses.wait_s += time.perf_counter() - t_wait
 
     def _as_completed(self, refs: dict) -> Iterator[tuple[int, Any, list]]:
         """``(rank, ref, chunk)`` in the order the calls end, so that a death is seen when
