@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...base import MXNetError
 from ..steps import Window
 
 __all__ = ["HungWorkers"]
@@ -41,6 +40,11 @@ class HungWorkers:
                     if step == first and any(t["slice"] not in have for t in tasks):
                         hung.add(rank)
         if not hung:
-            raise MXNetError(f"step {first} passed its deadline of "
-                             f"{self._deadline(len(win.steps)):.1f} s with every slice pushed")
+            # every slice is in and still the step is not finished: the windows are
+            # recovered (a worker that does not answer the abort is then the hung one, and
+            # the step is closed by the driver, see WorkerLossRecovery._rerun)
+            self.pool.logger.warning("step %d passed its deadline of %.1f s with every slice "
+                                     "pushed: recovering its window", first,
+                                     self._deadline(len(win.steps)))
+            return
         self.pool.hung(hung, f"step {first}")

@@ -118,6 +118,10 @@ class WorkerLossRecovery:
         st = self.state
         missing = set(st.kv.missing_slices(p.step, [t["slice"] for t in p.tasks]))
         tasks = [t for t in p.tasks if t["slice"] in missing]
+        if not tasks:  # every slice is in: close the step if a shard has not
+            if st.kv.steps_done() < p.step:
+                st.kv.finish_step(p.step, [t["slice"] for t in p.tasks])
+            return
         losses.slices += len(tasks) if losses.ranks else 0
         weights = st.kv.weights_after(p.step - 1)
         wid = next(WINDOW_IDS)
