@@ -1,4 +1,6 @@
 """Shared fixtures: the compute backends (numpy always, CuPy when a GPU is present)."""
+import os
+
 import numpy as np
 import pytest
 
@@ -29,7 +31,12 @@ def ray_cluster():
     Multi-node: tests add and remove raylets on it (``rm.cluster.local_cluster()``). It keeps
     Ray's dashboard (init's default; about 1 GB of resident memory): the State API behind
     tests/cluster/test_visible_cluster.py needs it."""
-    info = rm.cluster.init(num_cpus=8, multi_node=True)
+    # pytest-xdist starts one cluster per process at the same moment: each asks for its own
+    # dashboard port (two probing Ray's usual one at once would both pick it)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    info = rm.cluster.init(num_cpus=8, multi_node=True,
+                           dashboard_port=rm.cluster.local.DASHBOARD_PORT + 10 * index)
     yield info
     rm.cluster.shutdown()
 

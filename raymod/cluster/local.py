@@ -80,7 +80,8 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
         _started_here["local"] = local
         if multi_node:
             cluster = LocalCluster(num_cpus=num_cpus, num_gpus=num_gpus,
-                                   include_dashboard=kwargs.pop("include_dashboard", True))
+                                   include_dashboard=kwargs.pop("include_dashboard", True),
+                                   dashboard_port=kwargs.pop("dashboard_port", None))
             try:
                 ray.init(address=cluster.address, **kwargs)
             except BaseException:
@@ -108,10 +109,11 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
 DASHBOARD_PORT = 8265
 
 
-def _dashboard_port() -> int:
-    """Ray's usual dashboard port, or a free loopback port when another cluster on this
-    machine (another user's session, a test run) holds it: Ray would refuse to start."""
-    for port in (DASHBOARD_PORT, 0):
+def _dashboard_port(preferred: int = DASHBOARD_PORT) -> int:
+    """``preferred`` (Ray's usual dashboard port), or a free loopback port when another
+    cluster on this machine (another user's session, a test run) holds it: Ray would refuse
+    to start."""
+    for port in (preferred, 0):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             try:
                 probe.bind((_LOOPBACK, port))
@@ -203,6 +205,8 @@ class LocalCluster:
         Bytes of the head's object store.
     include_dashboard : bool, default True
         Run Ray's dashboard (and the State API) on the head, bound to 127.0.0.1.
+    dashboard_port : int, optional
+        The dashboard's port if free (default Ray's 8265), else any free one.
 
     Examples
     --------
@@ -214,7 +218,7 @@ class LocalCluster:
 
     def __init__(self, num_cpus: int | None = None, num_gpus: int | None = None,
                  resources: dict | None = None, object_store_memory: int = HEAD_OBJECT_STORE,
-                 include_dashboard: bool = True):
+                 include_dashboard: bool = True, dashboard_port: int | None = None):
         _use_loopback()
         from ray.cluster_utils import Cluster
         if num_gpus is None:
@@ -235,7 +239,8 @@ class LocalCluster:
                                     head_node_args={**head,
                                                     "include_dashboard": include_dashboard,
                                                     "dashboard_host": _LOOPBACK,
-                                                    "dashboard_port": _dashboard_port()})
+                                                    "dashboard_port": _dashboard_port(
+                                                        dashboard_port or DASHBOARD_PORT)})
         finally:
             ray_utils.write_ray_address = write
         self.nodes: list = []  # added nodes, oldest first
