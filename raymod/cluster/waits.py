@@ -67,11 +67,13 @@ class Deadlines:
     def __init__(self, step_timeout: float | None = None):
         self.step_timeout = step_timeout
         self._seen: deque = deque(maxlen=RECENT_STEPS)
+        self._margin: float | None = None  # MARGIN x the p99 of _seen, until the next saw()
 
     def saw(self, seconds: float, steps: int = 1) -> None:
         """Record ``steps`` steps that took ``seconds`` in all."""
         if steps > 0:
             self._seen.append(seconds / steps)
+            self._margin = None
 
     @property
     def known(self) -> bool:
@@ -97,7 +99,9 @@ class Deadlines:
     def _per_step(self) -> float:
         if not self._seen:
             return 0.0
-        return MARGIN * float(np.percentile(np.fromiter(self._seen, float), 99))
+        if self._margin is None:  # once per window, not once per wait
+            self._margin = MARGIN * float(np.percentile(np.fromiter(self._seen, float), 99))
+        return self._margin
 
 
 def _ray() -> Any:

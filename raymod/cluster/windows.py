@@ -147,8 +147,8 @@ class WindowRunner:
         while waiting:
             # every result in already, in one wait and one get; else the first to come
             done = waits.ready(list(waiting))
-            deadline = self._deadline(1, waiting.values())
             if not done:
+                deadline = self._deadline(1, waiting.values())
                 done, _ = waits.wait(list(waiting), deadline - idle, num_returns=1)
             if not done:
                 # hung once no step has finished for a whole deadline (the servers know
