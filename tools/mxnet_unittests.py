@@ -8,8 +8,9 @@ in FILES) with pytest in its own process, with ``import mxnet`` resolving to ray
 compatibility layer (a pytest plugin written to a temporary folder installs it; nothing of
 MXNet's is copied into raymod). MXNet's test helpers need ``nose`` (a small stand-in is
 provided when it is not installed) and two support files of MXNet's tree,
-``tests/python/common/models.py`` and ``tests/python/train/test_bucketing.py``; when those
-are missing, stand-ins raise on use, so only the tests that need them fail.
+``tests/python/common/models.py`` and ``tests/python/train/test_bucketing.py``; when a file
+is absent, a stand-in raises on use, so only the tests that need it fail (a file that is there
+is imported by the tests as it is, and any error importing it shows).
 
 MNIST-sized idx files with synthetic pixels are written where test_MNISTIter looks.
 
@@ -55,11 +56,11 @@ def _stand_in(name, what):
     mod.__getattr__ = __getattr__
     sys.modules[name] = mod
 
-for _name, _what in (("models", "tests/python/common/models.py"),
-                     ("test_bucketing", "tests/python/train/test_bucketing.py")):
-    try:
-        __import__(_name)
-    except ImportError:
+# a stand-in only for a support file that is absent: one that is there is left for the tests
+# to import themselves, so an error in importing it shows as it is
+for _name, _what, _folder in (("models", "tests/python/common/models.py", "common"),
+                              ("test_bucketing", "tests/python/train/test_bucketing.py", "train")):
+    if not os.path.isfile(os.path.join(TESTS, "..", _folder, _name + ".py")):
         _stand_in(_name, _what)
 
 try:

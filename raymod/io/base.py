@@ -117,18 +117,48 @@ class DataBatch:
         return f"{type(self).__name__}: data shapes: {data_shapes} label shapes: {label_shapes}"
 
 
+_DESCRIPTOR_LISTS = ("provide_data", "provide_label")
+
+
+class _Described:
+    """``provide_data`` / ``provide_label`` of an iterator class: computed by the class's
+    getter, unless the instance assigned its own list.
+
+    Only a getter (a non-data descriptor), so ``self.provide_data = [...]`` stores the list in
+    the instance, where attribute lookup then finds it first.
+    """
+
+    def __init__(self, fget: Any):
+        self.fget = fget
+        self.__doc__ = fget.__doc__
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else self.fget(obj)
+
+
 class DataIter:
     """Base class of data iterators: ``for batch in it`` yields :class:`DataBatch` objects.
 
     A subclass implements :meth:`iter_next` (advance; False at the end of the epoch), the
     ``get*`` accessors for the current batch, :meth:`reset`, and the ``provide_data`` /
-    ``provide_label`` descriptor lists.
+    ``provide_label`` descriptor lists: as properties, or (as MXNet-era iterators do) by
+    assigning ``self.provide_data = [...]`` in ``__init__``. An assigned list takes the place
+    of the class's property for that instance.
 
     Parameters
     ----------
     batch_size : int, default 0
         Rows per batch.
     """
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        # a read-only property would refuse the assignment MXNet's DataIter allows; its
+        # getter stays the default for instances that assign nothing
+        for name in _DESCRIPTOR_LISTS:
+            attr = cls.__dict__.get(name)
+            if isinstance(attr, property) and attr.fset is None and attr.fget is not None:
+                setattr(cls, name, _Described(attr.fget))
 
     def __init__(self, batch_size: int = 0):
         self.batch_size = batch_size
@@ -169,15 +199,18 @@ class DataIter:
         """How many rows of the current batch are padding."""
         raise NotImplementedError
 
-    @property
-    def provide_data(self) -> list[DataDesc]:
+    def _no_provide_data(self) -> list[DataDesc]:
         """Descriptors of the data inputs of one batch."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} defines no provide_data (a property "
+                                  "or a list assigned in __init__)")
 
-    @property
-    def provide_label(self) -> list[DataDesc]:
+    def _no_provide_label(self) -> list[DataDesc]:
         """Descriptors of the label inputs of one batch."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} defines no provide_label (a "
+                                  "property or a list assigned in __init__)")
+
+    provide_data = _Described(_no_provide_data)
+    provide_label = _Described(_no_provide_label)
 
 
 class RowSource:

@@ -1,8 +1,10 @@
 """``MNISTIter``: batches from MNIST's idx-ubyte files, as MXNet's ``mx.io.MNISTIter``."""
 from __future__ import annotations
 
+import gzip
 import os
 import sys
+from typing import Sequence
 
 import numpy as np
 
@@ -11,10 +13,13 @@ from .ndarray_iter import NDArrayIter
 # idx header: two zero bytes, a type code, the number of dimensions, then one big-endian u32
 # per dimension; MNIST's files hold unsigned bytes (type 0x08)
 _UBYTE = 0x08
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 def read_idx(path: str, ndim: int) -> np.ndarray:
     """The unsigned-byte array of an idx file (MNIST's format) with ``ndim`` dimensions.
+
+    A gzipped file (``.gz``, as MNIST is distributed) is decompressed first.
 
     Parameters
     ----------
@@ -31,6 +36,8 @@ def read_idx(path: str, ndim: int) -> np.ndarray:
     """
     with open(path, "rb") as f:
         blob = f.read()
+    if blob[:2] == _GZIP_MAGIC:  # MNIST is distributed gzipped (train-images-idx3-ubyte.gz)
+        blob = gzip.decompress(blob)
     head = blob[:4]
     if len(head) < 4 or head[0] != 0 or head[1] != 0:
         raise ValueError(f"{path!r} is not an idx file (first bytes {head!r})")
@@ -44,6 +51,20 @@ def read_idx(path: str, ndim: int) -> np.ndarray:
         raise ValueError(f"{path!r} is truncated: its header says {dims} ({size} bytes of "
                          f"data), the file holds {len(blob) - start}")
     return np.frombuffer(blob, np.uint8, count=size, offset=start).reshape(dims)
+
+
+def _check_image_shape(what: str, shape: Sequence[int] | None, image: tuple) -> None:
+    """ValueError unless ``shape`` (the caller's ``what``) holds one ``image``'s pixels."""
+    if shape is None:
+        return
+    try:
+        dims = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise ValueError(f"MNISTIter: {what} must be a tuple of ints, got {shape!r}") from None
+    if int(np.prod(dims)) != int(np.prod(image)):
+        raise ValueError(f"MNISTIter: {what}={dims} does not hold one image of the file: "
+                         f"expected {int(np.prod(image))} pixels, e.g. "
+                         f"{(int(np.prod(image)),)} or {(1, *image)}, got {int(np.prod(dims))}")
 
 
 class MNISTIter(NDArrayIter):
@@ -74,16 +95,33 @@ class MNISTIter(NDArrayIter):
     num_parts, part_index : int, default 1, 0
         Read only the ``part_index``-th of ``num_parts`` contiguous slices of the files
         (before shuffling), for data-parallel readers.
+    input_shape, data_shape : tuple of int, optional
+        The shape of one image as the caller expects it (``(784,)``, ``(1, 28, 28)``);
+        MXNet's callers pass one or the other (``mx.test_utils.get_mnist_iterator`` passes
+        ``input_shape``). MXNet ignores both and shapes batches by ``flat``; raymod does the
+        same, after checking that the shape holds one image's pixels.
     **kwargs
-        MXNet's other parameters (``data_shape``, ``prefetch_buffer``, ``ctx``, ``dtype``)
-        are accepted; ``dtype`` other than None/float32 is refused.
+        MXNet's other parameters (``prefetch_buffer``, ``ctx``, ``dtype``) are accepted;
+        ``dtype`` other than None/float32 is refused.
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``image`` or ``label`` does not exist.
+    ValueError
+        For a bad ``num_parts``/``part_index``, ``dtype`` or image shape, or files that do
+        not match.
+    TypeError
+        For an argument MXNet's MNISTIter does not have.
     """
 
     def __init__(self, image: str = "./train-images-idx3-ubyte",
                  label: str = "./train-labels-idx1-ubyte", batch_size: int = 128,
                  shuffle: bool = True, flat: bool = False, seed: int = 0, silent: bool = False,
-                 num_parts: int = 1, part_index: int = 0, **kwargs):
-        unknown = set(kwargs) - {"data_shape", "prefetch_buffer", "ctx", "dtype"}
+                 num_parts: int = 1, part_index: int = 0,
+                 input_shape: Sequence[int] | None = None,
+                 data_shape: Sequence[int] | None = None, **kwargs):
+        unknown = set(kwargs) - {"prefetch_buffer", "ctx", "dtype"}
         if unknown:
             raise TypeError(f"MNISTIter got unexpected argument(s) {sorted(unknown)}")
         if kwargs.get("dtype") not in (None, "float32", np.float32):
@@ -97,6 +135,8 @@ class MNISTIter(NDArrayIter):
                 raise FileNotFoundError(f"MNISTIter: {what} file {path!r} does not exist")
         images = read_idx(image, 3)
         labels = read_idx(label, 1)
+        for what, shape in (("input_shape", input_shape), ("data_shape", data_shape)):
+            _check_image_shape(what, shape, images.shape[1:])
         if images.shape[0] != labels.shape[0]:
             raise ValueError(f"MNISTIter: {image!r} holds {images.shape[0]} images but "
                              f"{label!r} holds {labels.shape[0]} labels")

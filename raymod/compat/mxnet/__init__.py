@@ -13,6 +13,7 @@ this package for one process; see :mod:`raymod.compat.runner`.
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 from ...base import MXNetError
@@ -62,7 +63,10 @@ def __getattr__(name: str) -> Any:
         globals()[name] = target
         return target
     if name in UNSUPPORTED:
-        globals()[name] = Unsupported(f"mxnet.{name}", UNSUPPORTED[name])
+        # the runner's stand-in when installed, so `mx.gluon` is what `import mxnet.gluon` gave
+        installed = sys.modules.get(f"mxnet.{name}")
+        globals()[name] = (installed if isinstance(installed, Unsupported)
+                           else Unsupported(f"mxnet.{name}", UNSUPPORTED[name]))
         return globals()[name]
     raise AttributeError(f"module 'mxnet' (raymod's compatibility layer) has no attribute "
                          f"{name!r}; see docs/compat.md for what is provided")

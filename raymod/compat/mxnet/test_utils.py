@@ -9,12 +9,13 @@ from __future__ import annotations
 import numbers
 import os
 import sys  # noqa: F401 - re-exported by `import *`, as MXNet's tests expect
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import numpy.random as rnd  # noqa: F401 - MXNet's tests use it through `import *`
 
 from ...context import Context, _entered_stack, as_numpy, current_context, num_gpus
+from ...io.mnist_iter import read_idx
 from ..errors import not_supported
 from ...context import Context as Context  # noqa: F401,F811 - MXNet's module exports these
 from ...symbol import Symbol  # noqa: F401
@@ -230,14 +231,111 @@ def download(url: str, fname: str | None = None, dirname: str | None = None,
                         f"downloading (put the file at {fname!r} first)")
 
 
+_MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+
+
 def get_mnist_ubyte() -> None:
-    """Check that ``data/`` holds MNIST's four idx-ubyte files (raymod does not download)."""
-    names = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-             "t10k-labels-idx1-ubyte"]
-    missing = [n for n in names if not os.path.exists(os.path.join("data", n))]
+    """Check that ``data/`` holds MNIST's four idx-ubyte files (raymod does not download).
+
+    Raises
+    ------
+    NotSupportedError
+        Naming the missing files' paths: MXNet would download them there.
+    """
+    missing = [os.path.abspath(os.path.join("data", n)) for n in _MNIST_FILES
+               if not os.path.exists(os.path.join("data", n))]
     if missing:
         raise not_supported("mx.test_utils.get_mnist_ubyte()",
-                            f"downloading (put {missing} in ./data first)")
+                            f"downloading (MNIST's idx files {', '.join(missing)} are missing; "
+                            "put them there first)")
+
+
+def _mnist_file(name: str) -> str:
+    """Where MNIST file ``name`` is: ``./name.gz`` (MXNet's get_mnist downloads it there),
+    else ``data/name`` or ``data/name.gz`` (get_mnist_ubyte's folder)."""
+    tried = [f"{name}.gz", os.path.join("data", name), os.path.join("data", f"{name}.gz")]
+    for path in tried:
+        if os.path.isfile(path):
+            return path
+    raise not_supported("mx.test_utils.get_mnist()",
+                        "downloading (no MNIST file at "
+                        f"{', '.join(os.path.abspath(p) for p in tried)}; put one there first)")
+
+
+def get_mnist() -> dict:
+    """MNIST as arrays, read from local files (raymod does not download).
+
+    Each file is looked for where MXNet's ``get_mnist`` downloads it (``./<name>.gz`` in the
+    working folder), then in ``data/`` (plain or gzipped), where ``get_mnist_ubyte`` puts it.
+
+    Returns
+    -------
+    dict
+        ``train_data`` and ``test_data``: float32 arrays ``(N, 1, rows, cols)`` scaled to
+        [0, 1] (pixel / 255); ``train_label`` and ``test_label``: int8 arrays ``(N,)`` (MXNet's
+        types and scaling).
+
+    Raises
+    ------
+    NotSupportedError
+        When a file is in none of those places (naming the paths tried).
+    ValueError
+        When a file is not an idx file of the expected kind, or images and labels disagree.
+    """
+    def split(prefix: str) -> tuple:
+        images = read_idx(_mnist_file(f"{prefix}-images-idx3-ubyte"), 3)
+        labels = read_idx(_mnist_file(f"{prefix}-labels-idx1-ubyte"), 1)
+        if len(images) != len(labels):
+            raise ValueError(f"get_mnist: {prefix} has {len(images)} images but "
+                             f"{len(labels)} labels")
+        data = images.reshape(len(images), 1, *images.shape[1:]).astype(np.float32) / 255
+        return data, labels.astype(np.int8)
+
+    train_data, train_label = split("train")
+    test_data, test_label = split("t10k")
+    return {"train_data": train_data, "train_label": train_label,
+            "test_data": test_data, "test_label": test_label}
+
+
+def get_mnist_iterator(batch_size: int, input_shape: Sequence[int], num_parts: int = 1,
+                       part_index: int = 0) -> tuple:
+    """Training and validation ``mx.io.MNISTIter`` over ``data/``'s idx files.
+
+    Parameters
+    ----------
+    batch_size : int
+        Rows per batch.
+    input_shape : tuple of int
+        One image's shape: three dimensions (``(1, 28, 28)``) give image batches, anything
+        else (``(784,)``) flat rows, as in MXNet.
+    num_parts, part_index : int, default 1, 0
+        Read only this part of each file (data-parallel readers).
+
+    Returns
+    -------
+    (MNISTIter, MNISTIter)
+        The training iterator (shuffled) and the validation one.
+
+    Raises
+    ------
+    NotSupportedError
+        When ``data/`` lacks one of MNIST's four idx files (naming the paths).
+    TypeError
+        When ``input_shape`` is not a tuple or list.
+    """
+    if not isinstance(input_shape, (tuple, list)):
+        raise TypeError(f"get_mnist_iterator: input_shape must be a tuple such as (784,) or "
+                        f"(1, 28, 28), got {type(input_shape).__name__} {input_shape!r}")
+    get_mnist_ubyte()
+    flat = len(input_shape) != 3
+    common = {"input_shape": input_shape, "batch_size": batch_size, "flat": flat,
+              "num_parts": num_parts, "part_index": part_index}
+    train = mx.io.MNISTIter(image="data/train-images-idx3-ubyte",
+                            label="data/train-labels-idx1-ubyte", shuffle=True, **common)
+    val = mx.io.MNISTIter(image="data/t10k-images-idx3-ubyte",
+                          label="data/t10k-labels-idx1-ubyte", **common)
+    return train, val
 
 
 def get_cifar10() -> None:
