@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from .array_view import plain, show
 from .base import MXNetError, names_list
 from .context import Context
 from .ops.base import Op, known
@@ -174,6 +175,26 @@ def _normalise_grad_req(grad_req, arg_names: list[str]) -> dict[str, str]:
     return reqs
 
 
+def _array_contexts(symbol: Symbol, ctx: Context, group2ctx: dict | None) -> dict:
+    """Argument name -> the context its arrays report, from ``ctx_group`` attributes.
+
+    All host memory is one: on a CPU executor a variable whose group maps to ``cpu(i)``
+    reports ``cpu(i)``, as in MXNet (the arrays are where they are). A group mapped to
+    another device kind keeps the executor's context (raymod runs a graph on one device).
+    """
+    if not group2ctx:
+        return {}
+    found = {}
+    for node in symbol.topo():
+        group = node.attrs.get("__ctx_group__") if node.is_variable else None
+        target = group2ctx.get(group) if group is not None else None
+        if isinstance(target, (list, tuple)):
+            target = target[0] if target else None
+        if target is not None and target.device_type == ctx.device_type:
+            found[node.name] = target
+    return found
+
+
 class Executor:
     """A bound symbol: arrays for every argument, gradient and auxiliary state on ``ctx``.
 
@@ -181,25 +202,34 @@ class Executor:
     """
 
     def __init__(self, symbol: Symbol, ctx: Context, arg_arrays: list, grad_arrays: list,
-                 aux_arrays: list, grad_req: dict[str, str], plan: Plan):
+                 aux_arrays: list, grad_req: dict[str, str], plan: Plan,
+                 group2ctx: dict | None = None):
         self._symbol = symbol
         self._ctx = ctx
         self._xp = ctx.xp
-        self.arg_arrays = arg_arrays
-        self.grad_arrays = grad_arrays
-        self.aux_arrays = aux_arrays
         self._grad_req = grad_req
         self.plan = plan
         self._arg_names = symbol.list_arguments()
         self._aux_names = symbol.list_auxiliary_states()
-        self.arg_dict = dict(zip(self._arg_names, arg_arrays))
-        self.grad_dict = {n: g for n, g in zip(self._arg_names, grad_arrays) if g is not None}
-        self.aux_dict = dict(zip(self._aux_names, aux_arrays))
+        # user code sees the arrays through array_view.show (NDArray views under the MXNet
+        # compatibility layer); kernels and the step below use the plain arrays
+        self._arg_ctx = _array_contexts(symbol, ctx, group2ctx)
+        grad_arrays = self._grads = [plain(g) for g in grad_arrays]
+        aux_arrays = self._aux_plain = [plain(a) for a in aux_arrays]
+        self.arg_arrays = [show(a, self._arg_ctx.get(n, ctx))
+                           for n, a in zip(self._arg_names, arg_arrays)]
+        self.grad_arrays = [None if g is None else show(g, self._arg_ctx.get(n, ctx))
+                            for n, g in zip(self._arg_names, grad_arrays)]
+        self.aux_arrays = [show(a, ctx) for a in aux_arrays]
+        self.arg_dict = dict(zip(self._arg_names, self.arg_arrays))
+        self.grad_dict = {n: g for n, g in zip(self._arg_names, self.grad_arrays)
+                          if g is not None}
+        self.aux_dict = dict(zip(self._aux_names, self.aux_arrays))
         # one spare slot past the graph's always holds None: backward reads it for the values
         # an op does not retain, so gathering them is a plain lookup
         self._values: list = [None] * (len(plan.slot_shapes) + 1)
         for slot, array in zip(plan.arg_slots, arg_arrays):  # pinned: never freed
-            self._values[slot] = array
+            self._values[slot] = plain(array)
         # what forward and backward read per step, resolved once
         self._forward_steps = [(st.forward, st.inputs, st.outputs, st.aux, st, free_i, free_t)
                                for st, free_i, free_t in
@@ -227,17 +257,21 @@ class Executor:
         self._head_defaults: list | None = None
         self._loss_heads = [s in loss_slots for s in plan.head_slots]
         self._monitor = None
+        # set once an executor shares its outputs' memory with another (see reshape)
+        self._output_buffers: list | None = None
         # as MXNet's, the outputs exist from bind on (zeros until the first forward)
         with ctx.scope():
-            self.outputs: list = [self._values[s] if self._values[s] is not None
-                                  else self._xp.zeros(plan.slot_shapes[s], plan.slot_dtypes[s])
+            self.outputs: list = [show(self._values[s] if self._values[s] is not None
+                                       else self._xp.zeros(plan.slot_shapes[s],
+                                                           plan.slot_dtypes[s]), ctx)
                                   for s in plan.head_slots]
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
     def simple_bind(cls, symbol: Symbol, ctx: Context, grad_req="write", type_dict=None,
                     shared_arg_names=None, shared_exec: "Executor | None" = None,
-                    shared_buffer: dict | None = None, shapes: dict | None = None) -> "Executor":
+                    shared_buffer: dict | None = None, shapes: dict | None = None,
+                    group2ctx: dict | None = None) -> "Executor":
         """See :meth:`Symbol.simple_bind`."""
         shapes = dict(shapes or {})
         for name, shape in shapes.items():
@@ -285,11 +319,11 @@ class Executor:
                for n in symbol.list_auxiliary_states()]
         plan = build_plan(symbol, values, types, {n: r != "null" for n, r in reqs.items()},
                           reqs)
-        return cls(symbol, ctx, args, grads, aux, reqs, plan)
+        return cls(symbol, ctx, args, grads, aux, reqs, plan, group2ctx)
 
     @classmethod
     def bind(cls, symbol: Symbol, ctx: Context, args, args_grad=None, grad_req="write",
-             aux_states=None) -> "Executor":
+             aux_states=None, group2ctx: dict | None = None) -> "Executor":
         """See :meth:`Symbol.bind`."""
         arg_names = symbol.list_arguments()
         aux_names = symbol.list_auxiliary_states()
@@ -311,7 +345,7 @@ class Executor:
                                  f"the argument has {tuple(a.shape)}")
         plan = build_plan(symbol, values, types, {n: r != "null" for n, r in reqs.items()},
                           reqs)
-        return cls(symbol, ctx, args, grads, aux, reqs, plan)
+        return cls(symbol, ctx, args, grads, aux, reqs, plan, group2ctx)
 
     @staticmethod
     def _as_list(arrays, names: list[str], what: str, required: bool) -> list:
@@ -370,7 +404,7 @@ class Executor:
                 raise MXNetError(f"forward: {name!r} has shape {tuple(value.shape)}, the executor "
                                  f"was bound with {tuple(target.shape)} (use reshape)")
             target[...] = xp.asarray(value)
-        vals, saved, aux, monitor = self._values, self._saved, self.aux_arrays, self._monitor
+        vals, saved, aux, monitor = self._values, self._saved, self._aux_plain, self._monitor
         with self._ctx.scope():
             for i, (forward, inputs, outputs, aux_ids, st, free_infer, free_train) in \
                     enumerate(self._forward_steps):
@@ -383,7 +417,13 @@ class Executor:
                 for s in free_train if is_train or self._keep_for_backward else free_infer:
                     vals[s] = None
         self._forwarded = True
-        self.outputs = [vals[s] for s in self.plan.head_slots]
+        ctx = self._ctx
+        if self._output_buffers is None:
+            self.outputs = [show(vals[s], ctx) for s in self.plan.head_slots]
+        else:  # shared with a reshaped executor: results go into the one memory
+            for target, s in zip(self._output_buffers, self.plan.head_slots):
+                target[...] = vals[s]
+            self.outputs = [show(b, ctx) for b in self._output_buffers]
         return self.outputs
 
     def backward(self, out_grads=None, is_train: bool = True) -> None:
@@ -532,9 +572,6 @@ class Executor:
             return
         get = replace.get
 
-        def swap(a):
-            return a if a is None else get(id(a), a)
-
         # a worker rebinds its parameters every step: one pass finds (and checks) the
         # replaced entries, and only those are written, into copies of the lists
         found: dict[str, list] = {"arg": [], "grad": [], "aux": []}
@@ -551,15 +588,31 @@ class Executor:
         if found["arg"]:
             self.arg_arrays, self.arg_dict = list(self.arg_arrays), dict(self.arg_dict)
             for i, new in found["arg"]:
-                self.arg_arrays[i] = self.arg_dict[self._arg_names[i]] = new
-                self._values[self.plan.arg_slots[i]] = new
+                name = self._arg_names[i]
+                self.arg_arrays[i] = self.arg_dict[name] = show(new, self._arg_ctx.get(name,
+                                                                                       self._ctx))
+                self._values[self.plan.arg_slots[i]] = plain(new)
         if found["aux"]:
             self.aux_arrays, self.aux_dict = list(self.aux_arrays), dict(self.aux_dict)
+            self._aux_plain = list(self._aux_plain)
             for i, new in found["aux"]:
-                self.aux_arrays[i] = self.aux_dict[self._aux_names[i]] = new
+                self.aux_arrays[i] = self.aux_dict[self._aux_names[i]] = show(new, self._ctx)
+                self._aux_plain[i] = plain(new)
         if found["grad"]:  # gradients sit in more places; they move rarely (a new push block)
-            self.grad_arrays = [swap(a) for a in self.grad_arrays]
-            self.grad_dict = {n: swap(a) for n, a in self.grad_dict.items()}
+            grads = list(self._grads)
+            moved = {}  # id(old plain array) -> new plain array
+            self.grad_arrays = list(self.grad_arrays)
+            for i, new in found["grad"]:
+                name = self._arg_names[i]
+                moved[id(grads[i])] = grads[i] = plain(new)
+                self.grad_arrays[i] = show(new, self._arg_ctx.get(name, self._ctx))
+            self._grads = grads
+            self.grad_dict = {n: g for n, g in zip(self._arg_names, self.grad_arrays)
+                              if g is not None}
+
+            def swap(a):
+                return a if a is None else moved.get(id(a), a)
+
             self._grad_targets = [(n, s, swap(g), w) for n, s, g, w in self._grad_targets]
             self._backward_steps = [
                 step[:-1] + ({"grad_out": [swap(g) for g in step[-1]["grad_out"]]}
@@ -613,8 +666,27 @@ class Executor:
         grads = [None if g is None else resized(n, g, n in kwargs)
                  for n, g in zip(self._arg_names, self.grad_arrays)]
         aux = [resized(n, a, False) for n, a in zip(self._aux_names, self.aux_arrays)]
-        return Executor.bind(self._symbol, self._ctx, args, args_grad=grads,
-                             grad_req=self._grad_req, aux_states=aux)
+        new = Executor.bind(self._symbol, self._ctx, args, args_grad=grads,
+                            grad_req=self._grad_req, aux_states=aux)
+        new._arg_ctx = self._arg_ctx
+        # outputs share memory too, as in MXNet: from now on both executors write their
+        # results into buffers (this one's own, the new one's a view of them where it fits)
+        own = self._pin_outputs()
+        new._output_buffers = [
+            buf.reshape(-1)[:out.size].reshape(out.shape)
+            if out.size <= buf.size and out.dtype == buf.dtype else plain(out)
+            for buf, out in zip(own, new.outputs)]
+        new.outputs = [show(b, self._ctx) for b in new._output_buffers]
+        return new
+
+    def _pin_outputs(self) -> list:
+        """Give the outputs buffers of their own that every later forward writes into."""
+        if self._output_buffers is None:
+            with self._ctx.scope():
+                self._output_buffers = [self._xp.array(plain(o), copy=True)
+                                        for o in self.outputs]
+            self.outputs = [show(b, self._ctx) for b in self._output_buffers]
+        return self._output_buffers
 
     def debug_str(self) -> str:
         """The plan, one line per step."""

@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .array_view import show
 from .context import Context, as_numpy
 from .io import DataDesc
 from .parallel import DataParallelExecutorGroup as _Group
@@ -209,7 +210,7 @@ class DataParallelExecutorGroup:
         """
         for i, (executor, part) in enumerate(zip(self.train_execs, self.slices)):
             device_labels = labels[i] if pre_sliced else [label[part] for label in labels]
-            metric.update(device_labels, executor.outputs)
+            metric.update(show(device_labels), executor.outputs)
 
 
 class DataParallelExecutorManager:

@@ -97,6 +97,25 @@ def test_reshape_to_a_smaller_batch_returns_views_of_the_original_arrays():
     assert small.grad_dict["data"].shape == (2, 3)
 
 
+def test_reshape_shares_the_outputs_memory_in_both_directions():
+    # MXNet 1.9.1's test_reshape: the smaller executor's outputs are the first rows of the
+    # original's, before and after either one runs
+    fc = rm.sym.FullyConnected(rm.sym.Variable("x"), num_hidden=4)
+    ex = fc.simple_bind(rm.cpu(), x=(5, 4), grad_req="null")
+    ex.arg_arrays[0][:] = 1
+    ex.arg_arrays[1][:] = 1
+    ex.arg_arrays[2][:] = 0
+    small = ex.reshape(x=(3, 4))
+    small.forward(is_train=False)
+    np.testing.assert_array_equal(small.outputs[0], np.full((3, 4), 4))
+    np.testing.assert_array_equal(ex.outputs[0][:3], np.full((3, 4), 4))
+    ex.arg_arrays[1][:] = 2
+    ex.forward(is_train=False)
+    np.testing.assert_array_equal(ex.outputs[0], np.full((5, 4), 8))
+    np.testing.assert_array_equal(small.outputs[0], np.full((3, 4), 8))
+    assert np.shares_memory(small.outputs[0], ex.outputs[0])
+
+
 def test_reshape_checks_as_mxnet():
     ex = _fc_softmax()
     # the label's shape follows the batch but was not given

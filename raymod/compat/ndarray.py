@@ -36,8 +36,9 @@ class _Surface:
 
     @property
     def context(self) -> Context:
-        """The device context the array lives on."""
-        return context_of(self)
+        """The device context the array lives on (for host memory, the ``cpu(i)`` it was
+        bound to)."""
+        return getattr(self, "_ctx", None) or context_of(self)
 
     ctx = context
 
@@ -98,6 +99,12 @@ class NDArray(_Surface, np.ndarray):
     ``as_in_context``, ``wait_to_read`` and ``stype``; everything else is numpy's.
     """
 
+    def __array_finalize__(self, source: Any) -> None:
+        # slices and results of a cpu(i) array report cpu(i) too
+        ctx = getattr(source, "_ctx", None)
+        if ctx is not None:
+            self._ctx = ctx
+
     def __getitem__(self, key: Any) -> Any:
         # indexing down to one element gives a 0-d NDArray, as MXNet gives an NDArray
         # (so `a[0][2].asscalar()` works), where numpy would give a bare scalar
@@ -140,16 +147,25 @@ def is_array(value: Any) -> bool:
     return cupy is not None and isinstance(value, cupy.ndarray)
 
 
-def wrap(value: Any) -> Any:
-    """``value`` with every numpy/CuPy array in it (lists, tuples, dicts) viewed as NDArray."""
+def wrap(value: Any, ctx: Context | None = None) -> Any:
+    """``value`` with every numpy/CuPy array in it (lists, tuples, dicts) viewed as NDArray.
+
+    ``ctx``, when given, is the context the arrays report (host arrays bound to ``cpu(1)``
+    say so); an array that is already an NDArray is returned as it is.
+    """
     if is_array(value):
-        return value if isinstance(value, _Surface) else _view(value)
+        if isinstance(value, _Surface):
+            return value
+        out = _view(value)
+        if ctx is not None and ctx != context_of(value):
+            out._ctx = ctx
+        return out
     if isinstance(value, list):
-        return [wrap(v) for v in value]
+        return [wrap(v, ctx) for v in value]
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
-        return tuple(wrap(v) for v in value)
+        return tuple(wrap(v, ctx) for v in value)
     if isinstance(value, dict):
-        return type(value)((k, wrap(v)) for k, v in value.items())
+        return type(value)((k, wrap(v, ctx)) for k, v in value.items())
     return value
 
 

@@ -2,9 +2,11 @@
 
 :func:`install` puts ``mxnet`` and its submodule names into ``sys.modules`` (this process
 only), pointing at :mod:`raymod.compat.mxnet` or at the raymod module each name means, and adds
-a finder that answers any other ``mxnet.*`` import with an error naming it. :func:`run`
+a finder that answers any other ``mxnet.*`` import: with raymod's submodule of that name, or
+with a stand-in that raises NotSupportedError naming it when used. :func:`run`
 installs, then runs a script as ``__main__`` with its own ``sys.argv`` and its folder first on
-``sys.path``, as ``python SCRIPT ARGS`` would.
+``sys.path``, as ``python SCRIPT ARGS`` would; with ``workers`` (``--workers``,
+``RAYMOD_WORKERS``: :mod:`raymod.compat.workers`) the script's modules train on Ray workers.
 """
 from __future__ import annotations
 
@@ -13,11 +15,17 @@ import importlib.abc
 import os
 import runpy
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
-from .errors import Unsupported, not_supported
+from .. import array_view
+from ..cluster.local import shutdown as shutdown_ray
+from ..cluster.workers import Workers
+from ..module.placement import default_workers
+from . import workers as _workers
+from .errors import Unsupported
+from .ndarray import wrap
 
-__all__ = ["install", "uninstall", "installed", "run", "main"]
+__all__ = ["install", "uninstall", "installed", "run", "run_script", "main"]
 
 # ``import mxnet.X`` -> the module it means. Names whose raymod module is missing (a feature
 # another part of raymod has not added yet) are skipped.
@@ -26,7 +34,12 @@ MODULES = {
     "mxnet.ndarray": "raymod.compat.mxnet.ndarray", "mxnet.nd": "raymod.compat.mxnet.ndarray",
     "mxnet.io": "raymod.compat.mxnet.io", "mxnet.module": "raymod.compat.mxnet.module",
     "mxnet.mod": "raymod.compat.mxnet.module",
-    "mxnet.module.executor_group": "raymod.parallel.executor_group",
+    "mxnet.module.base_module": "raymod.compat.mxnet.module.base_module",
+    "mxnet.module.module": "raymod.compat.mxnet.module.module",
+    "mxnet.module.bucketing_module": "raymod.compat.mxnet.module.bucketing_module",
+    "mxnet.module.sequential_module": "raymod.compat.mxnet.module.sequential_module",
+    "mxnet.module.python_module": "raymod.compat.mxnet.module.python_module",
+    "mxnet.module.executor_group": "raymod.compat.mxnet.module.executor_group",
     "mxnet.test_utils": "raymod.compat.mxnet.test_utils",
     "mxnet.base": "raymod.compat.mxnet.base",
     "mxnet.contrib": "raymod.compat.mxnet.contrib",
@@ -47,25 +60,88 @@ MODULES = {
     "mxnet.operator": "raymod.operator",
 }
 
-# features left out: ``import mxnet.X`` of one gives a stand-in whose names raise when used
+# features left out: ``import mxnet.X`` of one, or of any name under it, gives a stand-in
+# whose names raise NotSupportedError naming the feature when used. install() puts these
+# into sys.modules (their parents hand out the same stand-ins as attributes) ...
 _UNSUPPORTED = {"mxnet.gluon": "Gluon (mx.gluon)", "mxnet.autograd": "autograd (mx.autograd)",
                 "mxnet.ndarray.sparse": "sparse storage (mx.nd.sparse)",
                 "mxnet.np": "the NumPy-compatible interface (mx.np)",
                 "mxnet.npx": "the NumPy-compatible interface (mx.npx)"}
+# ... and the finder makes these on import (the import then sets them on their parent); any
+# other name raymod lacks gets a stand-in naming the module itself
+_LEFT_OUT = {"mxnet.contrib.amp": "automatic mixed precision (mx.contrib.amp)",
+             "mxnet.contrib.onnx": "ONNX import/export through mx.contrib.onnx (raymod's "
+                                   "exporter is rm.onnx.export_model)",
+             "mxnet.contrib.quantization": "quantization (mx.contrib.quantization)",
+             "mxnet.image": "image decoding and augmentation (mx.image)",
+             "mxnet.recordio": "RecordIO files (mx.recordio)",
+             "mxnet.profiler": "the profiler (mx.profiler)"}
+
+
+class _Given(importlib.abc.Loader):
+    """Loads an ``mxnet.*`` name as a module that already exists (an alias or a stand-in)."""
+
+    def __init__(self, module):
+        self._module = module
+        self._own_spec = getattr(module, "__spec__", None)
+
+    def create_module(self, spec):
+        return self._module
+
+    def exec_module(self, module) -> None:
+        """Nothing to run; an alias gets back its own ``__spec__``, which the import system
+        replaced with the ``mxnet.*`` one (reloading it must find raymod's file)."""
+        if self._own_spec is not None:
+            module.__spec__ = self._own_spec
 
 
 class _Refuser(importlib.abc.MetaPathFinder):
-    """Answers ``import mxnet.X`` for any X the compatibility layer does not provide."""
+    """Answers ``import mxnet.X`` for any X that MODULES does not list.
+
+    Under a raymod package (``mxnet.symbol`` is raymod.symbol) a submodule raymod has is that
+    module (``mxnet.symbol.symbol`` is raymod.symbol.symbol). Any other name imports as an
+    :class:`~raymod.compat.errors.Unsupported` stand-in: the import succeeds, and using one of
+    its names raises NotSupportedError naming it (``mxnet.contrib.amp.amp.init``), so
+    scripts that import a left-out feature without using it run.
+    """
 
     def find_spec(self, fullname: str, path=None, target=None):
         if not fullname.startswith("mxnet.") or fullname in MODULES:
             return None
-        for prefix, feature in _UNSUPPORTED.items():
-            if fullname.startswith(prefix + "."):
-                raise not_supported(f"import {fullname}", feature)
-        raise ModuleNotFoundError(
-            f"No module named {fullname!r}: raymod's MXNet compatibility layer does not "
-            "provide it (see docs/compat.md)", name=fullname)
+        parent_name, _, child = fullname.rpartition(".")
+        parent = sys.modules.get(parent_name)
+        module = None
+        if parent is not None and not isinstance(parent, Unsupported) \
+                and hasattr(parent, "__path__"):
+            module = self._raymod_submodule(f"{parent.__name__}.{child}")
+            if module is None and child[:1].isupper():
+                # MXNet has no capitalised modules: `from mxnet.module import Modul` is a
+                # mistyped name, and the import fails saying so
+                return None
+        if module is None:
+            module = Unsupported(fullname, self._feature(fullname, parent))
+        return importlib.machinery.ModuleSpec(fullname, _Given(module))
+
+    @staticmethod
+    def _raymod_submodule(name: str):
+        """The raymod module ``name``, or None when raymod has none of that name."""
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name != name:  # it exists but needs something missing: say so
+                raise
+            return None
+
+    @staticmethod
+    def _feature(fullname: str, parent) -> str:
+        """What a stand-in for ``fullname`` says is left out."""
+        if isinstance(parent, Unsupported):  # under a stand-in: the same feature
+            return parent._feature
+        features = {**_UNSUPPORTED, **_LEFT_OUT}
+        known = [p for p in features if fullname == p or fullname.startswith(p + ".")]
+        if known:
+            return features[max(known, key=len)]
+        return f"the MXNet module {fullname}"
 
 
 _REFUSER = _Refuser()
@@ -99,17 +175,19 @@ def install() -> None:
     for name, feature in _UNSUPPORTED.items():
         sys.modules[name] = Unsupported(name, feature)
     sys.meta_path.insert(0, _REFUSER)
+    array_view.set_viewer(wrap)  # every array raymod hands out is now an NDArray view
 
 
 def uninstall() -> None:
     """Undo :func:`install` (``import mxnet`` then finds whatever is installed, if anything)."""
-    for name in [*MODULES, *_UNSUPPORTED]:
-        sys.modules.pop(name, None)
+    for name in [n for n in sys.modules if n == "mxnet" or n.startswith("mxnet.")]:
+        sys.modules.pop(name)  # the finder's names too, so a later import starts afresh
     if installed():
         sys.meta_path.remove(_REFUSER)
+        array_view.set_viewer(None)
 
 
-def run(script: str, args: Sequence[str] = ()) -> None:
+def run(script: str, args: Sequence[str] = (), workers: Any = None) -> dict:
     """Run ``script`` as ``__main__`` with ``import mxnet`` meaning raymod.
 
     Parameters
@@ -118,6 +196,18 @@ def run(script: str, args: Sequence[str] = ()) -> None:
         Path of a Python file.
     args : sequence of str
         The script's arguments (its ``sys.argv[1:]``).
+    workers : int, str, Workers or None, default None
+        None: the script's modules run in this process. N, ``'MIN:MAX'`` or
+        ``rm.Workers(...)``: every ``Module``, ``BucketingModule``, ``SVRGModule`` and
+        subclass of them that the script makes without ``workers=`` trains on that many
+        Ray workers (``rm.mod.default_workers``); this process joins Ray first (a
+        loopback-only local cluster unless connected, or ``$RAY_ADDRESS``), and those
+        modules' workers and servers are stopped when the script ends.
+
+    Returns
+    -------
+    dict
+        The script's globals, as ``runpy.run_path`` returns them.
 
     Raises
     ------
@@ -126,6 +216,9 @@ def run(script: str, args: Sequence[str] = ()) -> None:
     """
     if not os.path.isfile(script):
         raise FileNotFoundError(f"run: script {script!r} is not a file")
+    spec = Workers.coerce(workers)
+    # Ray first: importing it puts its own folder first on sys.path, where the script's goes
+    started = spec is not None and _workers.connect(spec)
     install()
     sys.argv = [script, *args]
     folder = os.path.dirname(os.path.abspath(script))
@@ -133,22 +226,58 @@ def run(script: str, args: Sequence[str] = ()) -> None:
         sys.path[0] = folder  # replace the runner's own entry, as `python SCRIPT` would have
     else:
         sys.path.insert(0, folder)
-    runpy.run_path(script, run_name="__main__")
+    if spec is None:
+        return runpy.run_path(script, run_name="__main__")
+    try:
+        with default_workers(spec) as placed:
+            try:
+                return runpy.run_path(script, run_name="__main__")
+            finally:  # the script rarely closes its modules: their actors hold CPUs
+                _workers.close_all(placed.modules)
+    finally:
+        if started:
+            shutdown_ray()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m raymod.compat SCRIPT [ARGS...]``: the script's exit status."""
+    """``python -m raymod.compat [--workers N|MIN:MAX] [--cpus-per-worker C]
+    [--gpus-per-worker G] SCRIPT [ARGS...]``: the script's exit status (2 for a usage
+    error, reported as one line before the script runs). ``$RAYMOD_WORKERS`` stands in
+    for ``--workers`` when that is not given."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m raymod.compat SCRIPT [ARGS...]\n\nRun an MXNet 1.x script "
-              "with `import mxnet` meaning raymod's compatibility layer.",
-              file=sys.stderr if not argv else sys.stdout)
-        return 2 if not argv else 0
-    if not os.path.isfile(argv[0]):
-        print(f"raymod.compat: error: script {argv[0]!r} is not a file", file=sys.stderr)
+    try:
+        options, rest = _workers.split_options(argv)
+    except _workers.UsageError as err:
+        print(f"raymod.compat: error: {err}", file=sys.stderr)
+        return 2
+    if not rest or rest[0] in ("-h", "--help"):
+        print("usage: python -m raymod.compat [--workers N|MIN:MAX] [--cpus-per-worker C] "
+              "[--gpus-per-worker G] SCRIPT [ARGS...]\n\nRun an MXNet 1.x script with "
+              "`import mxnet` meaning raymod's compatibility layer. With --workers (or "
+              f"${_workers.WORKERS_ENV}) its modules train on that many Ray workers, the "
+              "script's batch being the global batch.",
+              file=sys.stderr if not rest else sys.stdout)
+        return 2 if not rest else 0
+    if not os.path.isfile(rest[0]):
+        print(f"raymod.compat: error: script {rest[0]!r} is not a file", file=sys.stderr)
         return 2
     try:
-        run(argv[0], argv[1:])
+        workers = _workers.workers_from_options(*(options.get(o) for o in _workers.OPTIONS))
+    except _workers.UsageError as err:
+        print(f"raymod.compat: error: {err}", file=sys.stderr)
+        return 2
+    return run_script(rest[0], rest[1:], workers, prog="raymod.compat")
+
+
+def run_script(script: str, args: Sequence[str], workers: Any = None,
+               prog: str = "raymod.compat") -> int:
+    """:func:`run`, as a command: the script's exit status (``sys.exit`` with a message
+    prints it and gives 1; a usage error found while connecting to Ray gives 2)."""
+    try:
+        run(script, args, workers)
+    except _workers.UsageError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
     except SystemExit as exit_:
         code = exit_.code
         if code is None or isinstance(code, int):

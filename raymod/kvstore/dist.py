@@ -279,7 +279,7 @@ class DistKVStore(KVStoreBase):
         for blob in shards:
             upd = Updater(copy.deepcopy(opt))
             upd.set_states(blob)
-            for k, state in upd.states.items():
+            for k, state in upd._states.items():
                 parts.setdefault(k, []).append(state)
             for dev, counts in upd.optimizer._all_index_update_counts.items():
                 for k, c in counts.items():
@@ -288,7 +288,7 @@ class DistKVStore(KVStoreBase):
                                              upd.optimizer.num_update)
         for k, states in parts.items():
             shape = self.layout.keys[k][0]
-            whole.states[k] = _join(states, shape)
+            whole._states[k] = _join(states, shape)
         return whole.get_states(dump_optimizer)
 
     def load_optimizer_states(self, fname: str) -> None:
@@ -305,8 +305,8 @@ class DistKVStore(KVStoreBase):
         for shard, server in enumerate(self.servers):
             part = Updater(whole.optimizer)
             for p in self.layout.shards[shard]:
-                if p.key in whole.states:
-                    part.states[p.key] = _split(whole.states[p.key], p.start, p.stop)
+                if p.key in whole._states:
+                    part._states[p.key] = _split(whole._states[p.key], p.start, p.stop)
             calls.append(server.set_optimizer_states.remote(part.get_states()))
         self._get(calls)
         self.writes += 1

@@ -43,6 +43,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from ..array_view import plain
 from ..context import as_numpy
 from ..registry import Registry
 
@@ -231,7 +232,8 @@ class EvalMetric:
         preds : array or list of arrays
             Predictions, in the same order as ``labels``.
         """
-        self._apply(self._record(labels, preds))
+        # the built-in formulas compute on plain arrays (NDArray views would cost per op)
+        self._apply(self._record(_plain_all(labels), _plain_all(preds)))
 
     def update_dict(self, label: dict, pred: dict) -> None:
         """Update from name -> array dicts, picking ``label_names`` / ``output_names``.
@@ -445,3 +447,10 @@ class EvalMetric:
                     "(reset() the metric before each step's update)")
         record = functools.reduce(combine, (s["step"] for s in states))
         return self._whole_state({"metric": type(self).__name__, "step": record})
+
+
+def _plain_all(value: Any) -> Any:
+    """An array, or a list / tuple of them, as plain numpy / CuPy arrays (see array_view)."""
+    if isinstance(value, (list, tuple)):
+        return [plain(v) if hasattr(v, "shape") else v for v in value]
+    return plain(value) if hasattr(value, "shape") else value

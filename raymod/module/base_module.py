@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from .. import metric as _metric
+from ..array_view import show
 from ..base import bytes_via_file, file_from_bytes
 from ..callback import BatchEndParam
 from ..checkpoint import params_dict, split_params
@@ -30,6 +31,7 @@ from ..optimizer.optimizer import _REGISTRY as _OPT_REGISTRY
 from ..symbol import Symbol
 from .fit_checkpoint import CheckpointConfig, FitCheckpointer, restore_random
 from .lifecycle import Stage
+from .placement import note_own_executors
 
 __all__ = ["BaseModule"]
 
@@ -142,6 +144,8 @@ class BaseModule:
         self._checkpointer: FitCheckpointer | None = None
         self._fit_cursor: tuple | None = None  # (epoch, nbatch, sampler state) of this batch
         self._global_step = 0
+        # under rm.mod.default_workers: a user class on BaseModule itself cannot follow it
+        note_own_executors(self)
 
     # ---- lifecycle --------------------------------------------------------------------------
     # MXNet's three flags read the stage. Subclasses written against MXNet (their own
@@ -349,12 +353,12 @@ class BaseModule:
             self.forward(batch, is_train=False)
             per_batch.append(_strip_pad(self.get_outputs(), getattr(batch, "pad", 0), copy=True))
         if not per_batch or not merge_batches:
-            return per_batch
+            return show(per_batch)
         num_outputs = len(per_batch[0])
         if any(len(outs) != num_outputs for outs in per_batch):
             raise ValueError("cannot merge batches: the number of outputs differs between "
                              "batches (bucketing?); use merge_batches=False")
-        merged = [_concat([outs[i] for outs in per_batch]) for i in range(num_outputs)]
+        merged = show([_concat([outs[i] for outs in per_batch]) for i in range(num_outputs)])
         return merged[0] if num_outputs == 1 and not always_output_list else merged
 
     def fit(self, train_data: Any, eval_data: Any = None, eval_metric: Any = "acc",

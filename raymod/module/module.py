@@ -18,19 +18,19 @@ import numpy as np
 
 from .. import checkpoint as _ckpt
 from .. import optimizer as opt
+from ..array_view import show
 from ..base import MXNetError
 from ..context import Context, as_numpy, cpu
 from ..initializer import InitDesc, Uniform
 from ..io import DataDesc
 from ..model import _check_kvstore_arg
 from ..ndarray_io import atomic_write
-from ..cluster.workers import Workers
 from ..parallel import ExecutorGroup
 from ..symbol import Symbol
 from .base_module import (BaseModule, _check_input_names, _check_optimizer_arg,
                           _parse_data_desc)
 from .lifecycle import Stage, StageError
-from .placement import Placement, placement_for
+from .placement import Placement, placement_for, workers_for
 
 __all__ = ["Module"]
 
@@ -63,11 +63,13 @@ class Module(BaseModule):
         Gradient compression for the kvstore, e.g. ``{'type': '2bit', 'threshold': 0.5}``.
     workers : int, str, Workers or None, default None
         Where the executors run (raymod's one addition to MXNet's arguments). None: in this
-        process, over ``context``. An int N, ``'MIN:MAX'`` or ``rm.Workers(...)``: on Ray
-        worker actors (started on the cluster of ``rm.cluster.init()``), each owning an
-        executor group over its own devices; the iterator's batch is the global batch,
-        cut into slices over the workers, and the kvstore becomes a dist one
-        (``'dist_sync'`` unless ``'dist_async'`` is asked for).
+        process, over ``context``, or on the workers of an enclosing
+        ``rm.mod.default_workers`` block (as under ``raymod run --workers``). An int N,
+        ``'MIN:MAX'`` or ``rm.Workers(...)``: on Ray worker actors (started on the cluster
+        of ``rm.cluster.init()``), each owning an executor group over its own devices; the
+        iterator's batch is the global batch, cut into slices over the workers, and the
+        kvstore becomes a dist one (``'dist_sync'`` unless ``'dist_async'`` is asked for;
+        a ``'local'`` or ``'device'`` name or store object means ``'dist_sync'``).
 
     Examples
     --------
@@ -84,9 +86,10 @@ class Module(BaseModule):
                  state_names: Sequence[str] | None = None, group2ctxs: Any = None,
                  compression_params: dict | None = None, workers: Any = None):
         super().__init__(logger=logger)
-        self._workers = Workers.coerce(workers)
-        # where the executors run: decided here, once; the module never asks again
-        self._placement: Placement = placement_for(self._workers)
+        self._workers, by_default = workers_for(self, workers)
+        # where the executors run: decided here, once; the module never asks again (but
+        # see Placement.for_group for a default that a subclass's own bind cannot follow)
+        self._placement: Placement = placement_for(self._workers, by_default)
         if not isinstance(symbol, Symbol):
             raise TypeError(f"symbol must be a Symbol, got {type(symbol).__name__}")
         contexts = [context] if isinstance(context, Context) else list(context)
@@ -249,7 +252,7 @@ class Module(BaseModule):
         self._require(Stage.PARAMS_READY, "get_params")
         if self._params_dirty:
             self._sync_params_from_devices()
-        return self._arg_params, self._aux_params
+        return show((self._arg_params, self._aux_params))
 
     def init_params(self, initializer: Any = Uniform(0.01), arg_params: dict | None = None,
                     aux_params: dict | None = None, allow_missing: bool = False,
@@ -471,8 +474,32 @@ class Module(BaseModule):
         data_descs, label_descs = _parse_data_desc(self._data_names, self._label_names,
                                                    data_shapes, label_shapes)
         label_descs = self._bindable_labels(label_descs)
+        self._refuse_parameter_reshape(data_descs, label_descs)
         self._exec_group.reshape(data_descs, label_descs)
         self._data_shapes, self._label_shapes = data_descs, label_descs
+
+    def _refuse_parameter_reshape(self, data_descs: list, label_descs: list | None) -> None:
+        """Raise before anything changes if the new input shapes would change the shape of a
+        parameter or auxiliary state (e.g. ``predict`` on data with other features): MXNet's
+        executors refuse this (no ``partial_shaping`` in a module's reshape), and binding new
+        memory would silently drop the trained values."""
+        def shapes(descs: list) -> dict:
+            known = {d.name: tuple(d.shape) for d in descs}
+            args, _, aux = self._symbol.infer_shape_partial(**known)
+            named = dict(zip(self._symbol.list_arguments(), args or []))
+            named.update(zip(self._symbol.list_auxiliary_states(), aux or []))
+            return {n: s for n, s in named.items() if n not in known}
+
+        before = shapes(list(self._data_shapes) + list(self._label_shapes or []))
+        after = shapes(list(data_descs) + list(label_descs or []))
+        for name, old in before.items():
+            new = after.get(name, old)
+            if old and new and tuple(new) != tuple(old):
+                raise MXNetError(
+                    f"reshape: the new input shapes "
+                    f"{[(d.name, tuple(d.shape)) for d in data_descs]} would change the shape "
+                    f"of {name!r} from {tuple(old)} to {tuple(new)}; a module keeps its "
+                    "parameters' shapes (bind a new module for a different input size)")
 
     # ---- optimizer --------------------------------------------------------------------------
     def init_optimizer(self, kvstore: Any = "local", optimizer: Any = "sgd",
@@ -507,7 +534,7 @@ class Module(BaseModule):
             return
         _check_kvstore_arg(kvstore)
         _check_optimizer_arg(optimizer)
-        placement = self._placement
+        placement = self._placement = self._placement.for_group(self)
         placement.check_trainable(self)
         if self._params_dirty:
             self._sync_params_from_devices()
@@ -767,7 +794,8 @@ class Module(BaseModule):
             otherwise ``[[out1_dev1, out1_dev2], [out2_dev1, out2_dev2]]``.
         """
         self._require(Stage.PARAMS_READY, "get_outputs")
-        return self._exec_group.get_outputs(merge_multi_context=merge_multi_context)
+        return show(self._exec_group.get_outputs(merge_multi_context=merge_multi_context),
+                    self._context[0])
 
     def get_input_grads(self, merge_multi_context: bool = True) -> list:
         """Gradients of the data inputs, in the order of the bound data shapes.
@@ -780,7 +808,8 @@ class Module(BaseModule):
         self._require(Stage.PARAMS_READY, "get_input_grads")
         if not self.inputs_need_grad:
             raise StageError("call bind(..., inputs_need_grad=True) before get_input_grads")
-        return self._exec_group.get_input_grads(merge_multi_context=merge_multi_context)
+        return show(self._exec_group.get_input_grads(merge_multi_context=merge_multi_context),
+                    self._context[0])
 
     def get_states(self, merge_multi_context: bool = True) -> list:
         """Values of the state inputs (``state_names``).
@@ -791,7 +820,8 @@ class Module(BaseModule):
             As in :meth:`get_outputs`.
         """
         self._require(Stage.PARAMS_READY, "get_states")
-        return self._exec_group.get_states(merge_multi_context=merge_multi_context)
+        return show(self._exec_group.get_states(merge_multi_context=merge_multi_context),
+                    self._context[0])
 
     def set_states(self, states: Any = None, value: Any = None) -> None:
         """Set the state inputs: from per-device arrays, or all to one value.

@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..array_view import show
 from ..base import MXNetError
 from .base_module import BaseModule
 from .lifecycle import Stage
@@ -139,7 +140,7 @@ class PythonModule(BaseModule):
         if pre_sliced:  # RuntimeError, as MXNet raises here
             raise RuntimeError(f"{type(self).__name__}.update_metric(pre_sliced=True): a Python "
                              "module sees whole batches; pass the batch's labels unsliced")
-        eval_metric.update(labels, self.get_outputs())
+        eval_metric.update(show(labels), self.get_outputs())
 
     # ---- setup ------------------------------------------------------------------------------
     def bind(self, data_shapes: Any, label_shapes: Any = None, for_training: bool = True,
@@ -271,7 +272,7 @@ class PythonLossModule(PythonModule):
         if not merge_multi_context:
             raise ValueError("PythonLossModule runs on whole batches: "
                              "merge_multi_context=False is not supported")
-        return [self._scores]
+        return show([self._scores])
 
     def backward(self, out_grads: Any = None) -> None:
         """Compute the gradient of the scores with ``grad_func``.
@@ -307,7 +308,7 @@ class PythonLossModule(PythonModule):
         if not merge_multi_context:
             raise ValueError("PythonLossModule runs on whole batches: "
                              "merge_multi_context=False is not supported")
-        return [self._scores_grad]
+        return show([self._scores_grad])
 
 
 def _host(array: Any) -> Any:

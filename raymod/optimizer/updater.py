@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..array_view import plain, show
 from ..context import as_numpy, context_of
 from .optimizer import Optimizer, _REGISTRY, _as_list, get_array_module, registered_name
 
@@ -112,7 +113,7 @@ class Updater:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"Updater needs an Optimizer, got {type(optimizer).__name__}")
         self.optimizer = optimizer
-        self.states: dict = {}
+        self._states: dict = {}
         self.states_synced: dict = {}
         self.aggregate_updates = optimizer.aggregate_num > 0
 
@@ -132,7 +133,7 @@ class Updater:
         if not len(indices) == len(grads) == len(weights):
             raise ValueError(f"got {len(indices)} indices, {len(grads)} grads and "
                              f"{len(weights)} weights")
-        opt, states, synced = self.optimizer, self.states, self.states_synced
+        opt, states, synced = self.optimizer, self._states, self.states_synced
         if weights:
             opt._set_current_context(context_of(weights[0]).device_id)
         if not all(map(synced.get, indices)):  # some state is new or still on the host
@@ -150,6 +151,16 @@ class Updater:
             chunk = indices[start:start + size]
             opt.update_multi_precision(chunk, weights[start:start + size],
                                        grads[start:start + size], [states[i] for i in chunk])
+
+    @property
+    def states(self) -> dict:
+        """Update index -> optimizer state (arrays, tuples of arrays, or None); NDArray views
+        under the MXNet compatibility layer. Assigning a dict replaces every state."""
+        return show(self._states)
+
+    @states.setter
+    def states(self, states: dict) -> None:
+        self._states = {k: _plain_state(v) for k, v in dict(states).items()}
 
     def sync_state_context(self, state: Any, weight: Any) -> Any:
         """``state`` moved to the array module and device of ``weight``.
@@ -186,7 +197,7 @@ class Updater:
         opt = self.optimizer
         meta: dict[str, Any] = {
             "format": _FORMAT, "version": _VERSION,
-            "states": [[_check_key(k), encoder.encode(s)] for k, s in self.states.items()],
+            "states": [[_check_key(k), encoder.encode(s)] for k, s in self._states.items()],
             "update_counts": [[int(dev), _pairs(counts)]
                               for dev, counts in opt._all_index_update_counts.items()],
             "num_update": int(opt.num_update),
@@ -226,8 +237,8 @@ class Updater:
         if "optimizer" in meta:
             self.optimizer = self._rebuild_optimizer(meta["optimizer"])
             self.aggregate_updates = self.optimizer.aggregate_num > 0
-        self.states = {k: _decode(node, arrays) for k, node in meta["states"]}
-        self.states_synced = dict.fromkeys(self.states, False)
+        self._states = {k: _decode(node, arrays) for k, node in meta["states"]}
+        self.states_synced = dict.fromkeys(self._states, False)
         opt = self.optimizer
         opt._all_index_update_counts = {dev: {k: c for k, c in pairs}
                                         for dev, pairs in meta["update_counts"]}
@@ -259,3 +270,10 @@ def get_updater(optimizer: Optimizer) -> Updater:
         A fresh updater with no states yet.
     """
     return Updater(optimizer)
+
+
+def _plain_state(state: Any) -> Any:
+    """A state with any NDArray views in it back as the plain arrays the optimizer runs on."""
+    if isinstance(state, (tuple, list)):
+        return type(state)(_plain_state(s) for s in state)
+    return plain(state) if hasattr(state, "shape") else state

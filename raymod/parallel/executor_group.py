@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..array_view import show
 from ..base import MXNetError
 from ..context import Context, as_numpy
 from ..symbol.symbol import Symbol
@@ -76,6 +77,7 @@ class DataParallelExecutorGroup:
                                for name in self.output_names]
         self.num_outputs = len(self.output_names)
         self._grad_req_arg = grad_req
+        self._group2ctxs = _per_context(group2ctxs, len(self.contexts))
         self.execs: list = []
         self.batch_size = None
         self.slices: list[slice] = []
@@ -151,7 +153,8 @@ class DataParallelExecutorGroup:
                 shared, names = None, None
             execs.append(self.symbol.simple_bind(
                 ctx, grad_req=reqs, type_dict=types, shared_exec=shared,
-                shared_arg_names=names, shared_buffer=self.shared_data_arrays[i], **shapes))
+                shared_arg_names=names, shared_buffer=self.shared_data_arrays[i],
+                group2ctx=self._group2ctxs[i], **shapes))
         self.execs = execs
         self._collect_arrays(shared_group)
 
@@ -178,7 +181,7 @@ class DataParallelExecutorGroup:
         total = 0
         for e in self.execs:
             for a in list(e.arg_arrays) + list(e.grad_arrays) + list(e.aux_arrays):
-                if a is not None and id(a) not in shared and a.base is None:
+                if a is not None and id(a) not in shared and _owns_memory(a):
                     total += a.nbytes
         self._total_exec_bytes = total
 
@@ -253,14 +256,16 @@ class DataParallelExecutorGroup:
         """
         if is_train is None:
             is_train = self.for_training
+        # labels are loaded whenever the batch has them, as MXNet does: an inference forward
+        # (score, predict) of a label-dependent output must see this batch's labels
         if isinstance(data_batch, list):  # as MXNet: a batch may be any object, even a tuple
             self._load_pre_sliced(self.data_arrays, data_batch, "data")
-            if is_train and data_batch and data_batch[0].label and self.label_arrays:
+            if data_batch and data_batch[0].label and self.label_arrays:
                 self._load_pre_sliced(self.label_arrays, data_batch, "label")
         else:
             self._load(self.data_arrays, self.data_layouts, data_batch.data)
             labels = getattr(data_batch, "label", None)
-            if is_train and labels and self.label_arrays:
+            if labels and self.label_arrays:
                 self._load(self.label_arrays, self.label_layouts, labels)
         for e in self.execs:
             e.forward(is_train=is_train)
@@ -341,13 +346,34 @@ class DataParallelExecutorGroup:
             else:
                 parts = [take_slice(lab, axis, s) if axis >= 0 else lab
                          for lab, axis in zip(labels, self.label_layouts or [0] * len(labels))]
-            eval_metric.update_dict(dict(zip(self.label_names, parts)),
+            eval_metric.update_dict(show(dict(zip(self.label_names, parts)), e.ctx),
                                     dict(zip(self.output_names, e.outputs)))
 
     def install_monitor(self, monitor) -> None:
         """Attach a Monitor to every executor."""
         for e in self.execs:
             monitor.install(e)
+
+
+def _per_context(group2ctxs, n: int) -> list:
+    """MXNet's ``group2ctxs`` (one dict for all contexts, or a list of one per context) as a
+    list of ``n`` dicts (or Nones)."""
+    if group2ctxs is None or isinstance(group2ctxs, dict):
+        return [group2ctxs] * n
+    group2ctxs = list(group2ctxs)
+    if len(group2ctxs) != n:
+        raise ValueError(f"group2ctxs has {len(group2ctxs)} dicts for {n} contexts; give one "
+                         "dict, or one per context")
+    return group2ctxs
+
+
+def _owns_memory(array) -> bool:
+    """Whether ``array`` holds its own memory; an NDArray view of an array that does counts
+    as that array (it is how user code sees it under the compatibility layer)."""
+    base = array.base
+    if base is not None and type(base) is not type(array) and base.shape == array.shape:
+        base = base.base
+    return base is None
 
 
 def _xp(array):

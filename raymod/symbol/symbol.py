@@ -379,14 +379,15 @@ class Symbol:
         from ..executor import Executor
         return Executor.simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict,
                                    shared_arg_names=shared_arg_names, shared_exec=shared_exec,
-                                   shared_buffer=shared_buffer, shapes=kwargs)
+                                   shared_buffer=shared_buffer, shapes=kwargs,
+                                   group2ctx=group2ctx)
 
     def bind(self, ctx, args, args_grad=None, grad_req="write", aux_states=None,
              group2ctx=None, shared_exec=None):
         """Bind an executor to given arrays (list in argument order, or dict by name)."""
         from ..executor import Executor
         return Executor.bind(self, ctx, args, args_grad=args_grad, grad_req=grad_req,
-                             aux_states=aux_states)
+                             aux_states=aux_states, group2ctx=group2ctx)
 
     def eval(self, ctx=None, **kwargs):
         """Bind to ``kwargs`` arrays and run forward once; returns the outputs."""

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from ...array_view import show
 from ...base import AttributeValueError, ShapeError
 from ...context import Context, cpu, gpu
 from ...operator import CustomOp, get_prop
@@ -153,9 +154,10 @@ class Custom(Op):
         arrays = list(inputs) + list(aux)
         op = self.operator_for(ctx, [tuple(a.shape) for a in arrays], [a.dtype for a in arrays])
         out_data = [xp.zeros(s, d) for s, d in zip(out_shapes, out_dtypes)]
-        with ctx:
-            op.forward(is_train=is_train, req=["write"] * len(out_data), in_data=list(inputs),
-                       out_data=out_data, aux=list(aux))
+        with ctx:  # the user's code sees NDArrays under the MXNet compatibility layer
+            op.forward(is_train=is_train, req=["write"] * len(out_data),
+                       in_data=show(list(inputs), ctx), out_data=show(out_data, ctx),
+                       aux=show(list(aux), ctx))
         in_meta = [(tuple(a.shape), a.dtype) for a in inputs]
         return out_data, (op, ctx, in_meta, list(zip(out_shapes, out_dtypes)), list(aux))
 
@@ -167,6 +169,7 @@ class Custom(Op):
         in_grad = [xp.zeros(s, d) for s, d in in_meta]
         req = ["write" if need else "null" for need in need_grad]
         with ctx:
-            op.backward(req=req, out_grad=out_grad, in_data=list(inputs),
-                        out_data=list(outputs), in_grad=in_grad, aux=aux)
+            op.backward(req=req, out_grad=show(out_grad, ctx), in_data=show(list(inputs), ctx),
+                        out_data=show(list(outputs), ctx), in_grad=show(in_grad, ctx),
+                        aux=show(list(aux), ctx))
         return [g if need else None for g, need in zip(in_grad, need_grad)]
