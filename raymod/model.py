@@ -39,13 +39,42 @@ def _check_kvstore_arg(kvstore: Any) -> None:
                          "dist_device_sync")
 
 
+def _check_param_names(call: str, param_names: Any, param_arrays: Sequence) -> None:
+    """ValueError unless there is a kvstore key for every parameter."""
+    if param_names is None or len(param_names) < len(param_arrays):
+        got = "None" if param_names is None else f"{len(param_names)} names"
+        raise ValueError(f"{call}: param_names must name each of the {len(param_arrays)} "
+                         f"parameters (their kvstore keys), got {got}")
+
+
 def _create_kvstore(kvstore: Any, num_device: int, arg_params: dict) -> tuple[Any, bool]:
-    """``(kvstore or None, update_on_kvstore)`` for a module on ``num_device`` devices.
+    """Decide whether a module on ``num_device`` devices uses a kvstore, and where the
+    optimizer runs (MXNet's ``mx.model._create_kvstore``).
 
     A type name on one device (and not 'dist...') means no kvstore: the module updates
     locally. Otherwise a store is created (or the given one used) and the optimizer runs
     in it, unless ``MXNET_UPDATE_ON_KVSTORE=0``, the store cannot run optimizers, or a
     'local' store would hold a parameter above 16M elements.
+
+    Parameters
+    ----------
+    kvstore : KVStore, str or None
+        A store, a type name ('local', 'device', 'dist_sync', ...) or None (no store).
+    num_device : int
+        How many devices of this process hold a copy of the parameters.
+    arg_params : dict of str to array
+        The parameters (their sizes decide about a 'local' store).
+
+    Returns
+    -------
+    (KVStore or None, bool)
+        The store to use and whether the optimizer runs in it (``update_on_kvstore``);
+        ``(None, False)`` without a store.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For a ``kvstore`` that is neither a store, None nor a known type name.
     """
     _check_kvstore_arg(kvstore)
     update_on_kvstore = bool(int(os.environ.get(UPDATE_ON_KVSTORE_ENV, "1")))
@@ -68,16 +97,24 @@ def _create_kvstore(kvstore: Any, num_device: int, arg_params: dict) -> tuple[An
 def _create_dist_kvstore(kvstore: Any, logger: Any) -> tuple[Any, bool]:
     """``(dist kvstore, update_on_kvstore)`` for a module on Ray workers.
 
-    The in-process names ('local', 'device', None) mean 'dist_sync' there: the workers'
+    The in-process names ('local', 'device', None) and stores of those types mean a new
+    'dist_sync' store there (with the given store's gradient compression): the workers'
     gradients always meet on KVServers. 'dist_async' needs the optimizer on the servers.
     """
     _check_kvstore_arg(kvstore)
     update_on_kvstore = bool(int(os.environ.get(UPDATE_ON_KVSTORE_ENV, "1")))
-    if isinstance(kvstore, kvs.KVStoreBase):
-        if not kvstore.type.startswith("dist"):
-            raise ValueError(f"a module on workers needs a dist kvstore, got type "
-                             f"{kvstore.type!r}")
+    if isinstance(kvstore, kvs.KVStoreBase) and kvstore.type.startswith("dist"):
         kv = kvstore
+    elif isinstance(kvstore, kvs.KVStoreBase) and not isinstance(kvstore, kvs.LocalKVStore):
+        raise ValueError(f"a module on workers needs a dist kvstore (or a 'local' or "
+                         f"'device' one, which means 'dist_sync'), got type {kvstore.type!r}")
+    elif isinstance(kvstore, kvs.KVStoreBase):  # e.g. an MXNet script's kv.create('device')
+        logger.info("kvstore of type %r: workers aggregate through KVServers, using a "
+                    "'dist_sync' store", kvstore.type)
+        kv = kvs.create("dist_sync")
+        if kvstore.compression_threshold is not None:
+            kv.set_gradient_compression({"type": "2bit",
+                                         "threshold": kvstore.compression_threshold})
     else:
         name = kvstore.lower() if isinstance(kvstore, str) else "dist_sync"
         if not name.startswith("dist"):
@@ -93,7 +130,23 @@ def _create_dist_kvstore(kvstore: Any, logger: Any) -> tuple[Any, bool]:
 
 def _initialize_kvstore(kvstore: Any, param_arrays: Sequence[list], arg_params: dict,
                         param_names: Sequence[str], update_on_kvstore: bool) -> None:
-    """Put each parameter into the kvstore; with update_on_kvstore also copy it to devices."""
+    """Put each parameter into the kvstore (MXNet's ``mx.model._initialize_kvstore``).
+
+    Parameters
+    ----------
+    kvstore : KVStore
+        The store, from :func:`_create_kvstore`.
+    param_arrays : list of list of array
+        Per parameter, its copy on each device (an executor group's ``param_arrays``).
+    arg_params : dict of str to array
+        The parameter values to store.
+    param_names : list of str
+        The name of each entry of ``param_arrays`` (its kvstore key).
+    update_on_kvstore : bool
+        Whether the store runs the optimizer; then the stored value is also broadcast to
+        every device copy, so all devices start from the store's value.
+    """
+    _check_param_names("_initialize_kvstore", param_names, param_arrays)
     for name, on_devices in zip(param_names, param_arrays):
         if update_on_kvstore:
             kvstore.broadcast(name, arg_params[name], out=on_devices)
@@ -103,7 +156,22 @@ def _initialize_kvstore(kvstore: Any, param_arrays: Sequence[list], arg_params: 
 
 def _update_params_on_kvstore(param_arrays: Sequence[list], grad_arrays: Sequence[list],
                               kvstore: Any, param_names: Sequence[str]) -> None:
-    """Push every device's gradient; the kvstore's optimizer updates; pull the new weights."""
+    """One update with the optimizer in the kvstore (MXNet's
+    ``mx.model._update_params_on_kvstore``): push every device's gradient, the store sums
+    them and updates, and every device copy pulls the new weight.
+
+    Parameters
+    ----------
+    param_arrays, grad_arrays : list of list of array
+        Per parameter, its weight / gradient on each device (an executor group's
+        ``param_arrays`` / ``grad_arrays``); a parameter whose first gradient is None
+        (fixed) is skipped.
+    kvstore : KVStore
+        The store, with its optimizer set (``kvstore.set_optimizer``).
+    param_names : list of str
+        The kvstore key of each parameter.
+    """
+    _check_param_names("_update_params_on_kvstore", param_names, param_arrays)
     for index, (weights, grads) in enumerate(zip(param_arrays, grad_arrays)):
         if grads[0] is None:  # fixed parameter
             continue
@@ -113,12 +181,30 @@ def _update_params_on_kvstore(param_arrays: Sequence[list], grad_arrays: Sequenc
 def _update_params(param_arrays: Sequence[list], grad_arrays: Sequence[list],
                    updater: Callable, num_device: int, kvstore: Any = None,
                    param_names: Sequence[str] | None = None) -> None:
-    """Update on the devices: sum gradients through the kvstore (if any), then each device
-    applies ``updater`` to its own copy.
+    """One update with the optimizer on the devices (MXNet's ``mx.model._update_params``):
+    sum gradients through the kvstore (if any), then each device applies ``updater`` to its
+    own copy.
 
     Device ``k``'s copy of parameter ``i`` has update index ``i * num_device + k``, so each
     copy keeps its own optimizer state (the index scheme ``param_idx2name`` follows).
+
+    Parameters
+    ----------
+    param_arrays, grad_arrays : list of list of array
+        Per parameter, its weight / gradient on each device; a parameter whose first
+        gradient is None (fixed) is skipped.
+    updater : callable
+        ``updater(indices, grads, weights)``, e.g. ``rm.optimizer.get_updater(opt)``; called
+        once per device with that device's updates.
+    num_device : int
+        Devices per parameter (the stride of the update indices).
+    kvstore : KVStore, optional
+        When given, gradients are summed across devices through it first (in place).
+    param_names : list of str, optional
+        The kvstore key of each parameter; needed with ``kvstore``.
     """
+    if kvstore:
+        _check_param_names("_update_params", param_names, param_arrays)
     per_device: list[list] = [[] for _ in range(num_device)]
     for index, (weights, grads) in enumerate(zip(param_arrays, grad_arrays)):
         if grads[0] is None:

@@ -10,6 +10,7 @@
     raymod plot runs/digits/metrics.jsonl -o curves.png
     raymod export runs/digits/digits --onnx digits.onnx --shape 1,1,8,8   # newest epoch
     raymod run train.py -e 2                        # an MXNet 1.x script, `import mxnet` -> raymod
+    raymod run --workers 2 train.py -e 2            # ... its modules on 2 Ray workers
 
 Jobs and benchmarks are the scripts of a ``jobs/`` and a ``bench/`` folder: the current
 directory's first, then those of the raymod checkout this package was installed from. They
@@ -29,6 +30,7 @@ import argparse
 import os
 import sys
 
+from ..compat.workers import WORKERS_ENV
 from .argtypes import nonnegative_int, positive_int
 from .errors import ArgumentParser as _ArgumentParser, CLIError
 from .export_onnx import _cmd_export, input_shape
@@ -120,6 +122,15 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Run SCRIPT in this process as `python SCRIPT ARGS` would, with `import "
                     "mxnet` resolving to raymod's compatibility layer (raymod.compat.mxnet). "
                     "The exit status is the script's. See docs/compat.md.")
+    run.add_argument("--workers", metavar="N|MIN:MAX",
+                     help="train every Module, BucketingModule and SVRGModule the script "
+                          "makes (without workers=) on N, or MIN to MAX, Ray workers; the "
+                          "script's batch is the global batch, split over them (default: "
+                          f"${WORKERS_ENV}, else in this process)")
+    run.add_argument("--cpus-per-worker", metavar="C",
+                     help="Ray CPUs per worker, and its BLAS threads (default 1)")
+    run.add_argument("--gpus-per-worker", metavar="G",
+                     help="GPUs per worker (default 0)")
     run.add_argument("script", metavar="SCRIPT")
     run.add_argument("script_args", nargs=argparse.REMAINDER, metavar="...",
                      help="the script's own arguments")
@@ -128,11 +139,17 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ..compat.runner import main as run_main
+    from ..compat.runner import run_script
+    from ..compat.workers import UsageError, workers_from_options
 
+    try:  # every value is checked before the script runs
+        workers = workers_from_options(args.workers, args.cpus_per_worker,
+                                       args.gpus_per_worker)
+    except UsageError as err:
+        raise CLIError(str(err), status=2) from None
     if not os.path.isfile(args.script):
         raise CLIError(f"script {args.script!r} is not a file", status=2)
-    return run_main([args.script, *args.script_args])
+    return run_script(args.script, args.script_args, workers, prog=f"{_PROG} run")
 
 
 def _version() -> str:

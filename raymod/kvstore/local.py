@@ -241,6 +241,11 @@ class LocalKVStore(KVStoreBase):
                              "kvstore; use 'device' or a dist store")
         self._compression = GradientCompression.from_params(compression_params)
 
+    @property
+    def compression_threshold(self) -> float | None:
+        """The 2-bit threshold pushes are compressed with (None: off), as a dist store's."""
+        return None if self._compression is None else self._compression.threshold
+
     def set_optimizer(self, optimizer: Optimizer) -> None:
         """Run ``optimizer`` on every push: ``push`` then updates the stored weights.
 

@@ -7,9 +7,10 @@ from .base_module import BaseModule
 from .bucketing_module import BucketingModule
 from .lifecycle import Stage, StageError
 from .module import Module
+from .placement import default_workers
 from .python_module import PythonLossModule, PythonModule
 from .sequential_module import SequentialModule
 from .svrg_module import SVRGModule
 
 __all__ = ["BaseModule", "BucketingModule", "Module", "PythonLossModule", "PythonModule",
-           "SequentialModule", "Stage", "StageError", "SVRGModule"]
+           "SequentialModule", "Stage", "StageError", "SVRGModule", "default_workers"]

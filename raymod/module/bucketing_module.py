@@ -18,6 +18,7 @@ from ..symbol import NameManager, Symbol
 from .base_module import BaseModule
 from .lifecycle import Stage, StageError
 from .module import Module
+from .placement import workers_for
 
 __all__ = ["BucketingModule"]
 
@@ -37,7 +38,8 @@ class BucketingModule(BaseModule):
 compression_params
         As for :class:`Module`; passed to every bucket's module.
     workers : optional
-        Passed to every bucket's :class:`Module` as ``workers`` when given.
+        Passed to every bucket's :class:`Module` as ``workers`` when given; when not, the
+        workers of an enclosing ``rm.mod.default_workers`` block (if any) are.
 
     Examples
     --------
@@ -65,6 +67,8 @@ compression_params
         self._state_names = state_names
         self._group2ctxs = group2ctxs
         self._compression_params = compression_params
+        if workers is None:  # the buckets' modules are made at bind: they follow the
+            workers, _ = workers_for(self, None)  # default in force now (default_workers)
         self._workers = workers
         self._call_sym_gen(default_bucket_key)  # fail at construction, not at bind
         self._buckets: dict = {}

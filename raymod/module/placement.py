@@ -8,6 +8,8 @@ method                      :class:`InProcess`             :class:`OnWorkers`
 ==========================  =============================  ================================
 ``check_shared``            same place, enough devices     same place
 ``make_group``              ``DataParallelExecutorGroup``  ``RayExecutorGroup`` on the pool
+``for_group``               itself                         itself; InProcess for an
+                                                           in-process group by default
 ``check_trainable``         anything goes                  refuses an in-process group
 ``create_kvstore``          ``_create_kvstore``            ``_create_dist_kvstore``
 ``batch_size``              x workers for ``dist_sync``    the global batch as bound
@@ -26,19 +28,30 @@ method                      :class:`InProcess`             :class:`OnWorkers`
 
 The kvstore's optimizer states (``update_on_kvstore``) are read and written by the module
 itself: they live on the kvstore in both places.
+
+A module made without ``workers=`` runs where the innermost :func:`default_workers` block
+says (``raymod run --workers N`` runs a whole script in one); outside any, in process.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+import logging
+import threading
+import weakref
+from typing import Any, Callable, Iterator
 
 from .. import optimizer as opt
 from ..base import MXNetError
+from ..cluster.workers import Workers
 from ..model import (_create_dist_kvstore, _create_kvstore, _initialize_kvstore,
                      _update_params, _update_params_on_kvstore)
 from ..parallel import DataParallelExecutorGroup
 from .lifecycle import Stage
 
-__all__ = ["Placement", "InProcess", "OnWorkers", "placement_for"]
+__all__ = ["Placement", "InProcess", "OnWorkers", "placement_for", "default_workers",
+           "WorkersDefault", "workers_for"]
+
+_LOG = logging.getLogger(__name__)
 
 
 class Placement:
@@ -65,6 +78,11 @@ class Placement:
         raise NotImplementedError
 
     # ---- optimizer --------------------------------------------------------------------------
+    def for_group(self, mod: Any) -> "Placement":
+        """The placement that trains ``mod``'s executor group as bound: this one, unless a
+        default put the module on workers and its own ``bind`` built an in-process group."""
+        return self
+
     def check_trainable(self, mod: Any) -> None:
         """Raise MXNetError when ``mod``'s group cannot train here."""
 
@@ -194,10 +212,15 @@ class OnWorkers(Placement):
     ----------
     workers : Workers
         The pool's specification; the pool itself starts at the first bind.
+    by_default : bool, default False
+        The workers come from :func:`default_workers`, not the module's ``workers=``: a
+        subclass whose ``bind`` builds an in-process group then trains in process
+        (:meth:`for_group`) instead of being refused.
     """
 
-    def __init__(self, workers: Any):
+    def __init__(self, workers: Any, by_default: bool = False):
         self.workers = workers
+        self.by_default = by_default
         self.pool = None
 
     def make_group(self, mod: Any, data_descs: list, label_descs: list | None,
@@ -215,6 +238,16 @@ class OnWorkers(Placement):
             inputs_need_grad, None if shared_module is None else shared_module._exec_group,
             logger=mod.logger, fixed_param_names=mod._fixed_param_names, grad_req=grad_req,
             state_names=mod._state_names)
+
+    def for_group(self, mod: Any) -> Placement:
+        if (self.by_default and self.pool is None
+                and isinstance(mod._exec_group, DataParallelExecutorGroup)):
+            _note_once(type(mod), f"{_class_name(mod)} trains in this process, not on the "
+                       f"default {_describe(self.workers)}: its bind builds an in-process "
+                       "DataParallelExecutorGroup (a Module subclass moves to workers when "
+                       "its bind calls super().bind)")
+            return InProcess()
+        return self
 
     def check_trainable(self, mod: Any) -> None:
         if isinstance(mod._exec_group, DataParallelExecutorGroup):
@@ -288,7 +321,125 @@ class OnWorkers(Placement):
         mod._stage = Stage.PARAMS_LOADED if mod._stage.params_initialized else Stage.CREATED
 
 
-def placement_for(workers: Any) -> Placement:
+def placement_for(workers: Any, by_default: bool = False) -> Placement:
     """The placement for a Module's ``workers`` argument (already coerced): in process for
-    None, on those workers otherwise."""
-    return InProcess() if workers is None else OnWorkers(workers)
+    None, on those workers otherwise (``by_default``: they came from :func:`default_workers`)."""
+    return InProcess() if workers is None else OnWorkers(workers, by_default)
+
+
+# ---- the default for modules made without workers= ----------------------------------------
+class WorkersDefault:
+    """One :func:`default_workers` block: its workers and the modules it placed on them.
+
+    Attributes
+    ----------
+    workers : Workers or None
+        Where modules made in the block without ``workers=`` run (None: in process).
+    modules : weakref.WeakSet
+        The modules (``Module``, ``BucketingModule``, ...) this default put on workers, so
+        that whoever set it can close them (``raymod run`` does when the script ends).
+    """
+
+    def __init__(self, workers: Workers | None):
+        self.workers = workers
+        self.modules: weakref.WeakSet = weakref.WeakSet()
+
+    def __repr__(self) -> str:
+        return f"WorkersDefault({self.workers!r}, {len(self.modules)} modules)"
+
+
+# process-wide, not per thread: a script's own threads make modules under the runner's
+# default too. Innermost block last.
+_DEFAULTS: list[WorkersDefault] = []
+_DEFAULTS_LOCK = threading.Lock()
+_NOTED: set = set()  # classes already told why they stay in process
+
+
+@contextlib.contextmanager
+def default_workers(workers: Any) -> Iterator[WorkersDefault]:
+    """Run the modules made inside this block without ``workers=`` on ``workers``.
+
+    ``Module``, ``BucketingModule``, ``SVRGModule`` and subclasses of them consult it when
+    made (a ``BucketingModule``'s bucket modules follow their parent). The setting is
+    process-wide while the block runs (threads too) and blocks nest; ``workers=None``
+    inside a block means in process again. ``raymod run --workers N`` and
+    ``RAYMOD_WORKERS`` run a whole MXNet script in one.
+
+    A subclass of ``Module`` whose own ``bind`` builds an in-process
+    ``DataParallelExecutorGroup``, and a class built on ``BaseModule`` itself, cannot
+    move to workers: they train in process, and say so once per class in the log.
+
+    Parameters
+    ----------
+    workers : int, str, Workers or None
+        As ``Module(workers=...)``: N, ``'MIN:MAX'``, ``rm.Workers(...)``, or None.
+
+    Yields
+    ------
+    WorkersDefault
+        Its ``modules`` are the modules the block put on workers (close them when done:
+        they hold worker actors).
+
+    Examples
+    --------
+    >>> with rm.mod.default_workers(rm.Workers(2, cpus_per_worker=1)) as placed:
+    ...     mod = rm.mod.Module(net)              # on 2 Ray workers
+    ...     mod.fit(train_iter, num_epoch=2)
+    >>> for mod in placed.modules:
+    ...     mod.close()
+    """
+    scope = WorkersDefault(Workers.coerce(workers))
+    with _DEFAULTS_LOCK:
+        _DEFAULTS.append(scope)
+    try:
+        yield scope
+    finally:
+        with _DEFAULTS_LOCK:
+            _DEFAULTS.remove(scope)
+
+
+def workers_for(mod: Any, workers: Any) -> tuple[Workers | None, bool]:
+    """``(workers, by_default)`` for a module made with ``workers=``: the argument coerced
+    when given, else the innermost :func:`default_workers` (which then records ``mod``)."""
+    if workers is not None:
+        return Workers.coerce(workers), False
+    with _DEFAULTS_LOCK:
+        scope = _DEFAULTS[-1] if _DEFAULTS else None
+    if scope is None or scope.workers is None:
+        return None, False
+    scope.modules.add(mod)
+    return scope.workers, True
+
+
+def note_own_executors(mod: Any) -> None:
+    """Log once per class why a module built on ``BaseModule`` itself (its own executors,
+    e.g. ``DataParallelExecutorGroup``) stays in process under a default with workers."""
+    with _DEFAULTS_LOCK:
+        scope = _DEFAULTS[-1] if _DEFAULTS else None
+    if scope is None or scope.workers is None:
+        return
+    # the nearest raymod class: BaseModule (or compat's view of it) means the user's class
+    # runs its own executors; Module, BucketingModule, ... place theirs themselves
+    base = next(c for c in type(mod).__mro__ if c.__module__.startswith("raymod."))
+    if base.__name__ == "BaseModule":
+        _note_once(type(mod), f"{_class_name(mod)} is built on BaseModule and runs its own "
+                   f"executors: it trains in this process, not on the default "
+                   f"{_describe(scope.workers)} (only Module, BucketingModule, SVRGModule "
+                   "and their subclasses move to workers)")
+
+
+def _describe(workers: Workers) -> str:
+    if workers.max_workers > workers.min_workers:
+        return f"{workers.min_workers}..{workers.max_workers} Ray workers"
+    return f"{workers.min_workers} Ray workers"
+
+
+def _class_name(mod: Any) -> str:
+    cls = type(mod)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _note_once(cls: type, message: str) -> None:
+    if cls not in _NOTED:
+        _NOTED.add(cls)
+        _LOG.warning(message)

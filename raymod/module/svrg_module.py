@@ -43,6 +43,7 @@ from ..optimizer.svrg import FULL_GRAD_PREFIX, _SVRGOptimizer, full_grad_key
 from ..symbol import Symbol
 from .lifecycle import Stage, StageError
 from .module import Module
+from .placement import default_workers
 from .svrg_placement import SVRGStrategy, svrg_strategy_for
 
 __all__ = ["SVRGModule", "FullGradPartial"]
@@ -141,7 +142,8 @@ class SVRGModule(Module):
             raise ValueError(f"SVRGModule: parameter names {reserved} start with "
                              f"{FULL_GRAD_PREFIX!r}, which is reserved for full-gradient keys")
         self.update_freq = int(update_freq)
-        self._mod_aux = Module(**args)  # holds the snapshot weights w~ (in process)
+        with default_workers(None):  # in process whatever the default: w~ lives here only
+            self._mod_aux = Module(**args)  # when the module does (in process)
         self._svrg: SVRGStrategy = svrg_strategy_for(self._placement)  # where w~ and mu live
         self._ctx_len = len(self._context)
         self._param_dict: list[dict] | None = None  # per device: name -> this device's mu
