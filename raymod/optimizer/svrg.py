@@ -10,6 +10,8 @@ assigns to *any* key whose name contains ``"full"``, so a user parameter called,
 ``fullc_weight`` is silently assigned instead of trained. Here full-gradient keys carry the
 reserved prefix :data:`FULL_GRAD_PREFIX` and only names starting with it are assigned;
 SVRGModule refuses symbols with a parameter named that way, so the two can never collide.
+For code that drives the optimizer with MXNet's own keys, ``w_full`` is assigned too when
+``w`` is one of the optimizer's parameters.
 
 Neither class is registered: the registry's names are a public list (errors, tests that
 run every optimizer), and neither class makes sense on its own.
@@ -24,6 +26,8 @@ __all__ = ["FULL_GRAD_PREFIX", "full_grad_key", "is_full_grad_key"]
 
 #: prefix of the kvstore key / optimizer index name that holds a parameter's full gradient
 FULL_GRAD_PREFIX = "__svrg_full__:"
+# MXNet's name for the full gradient of ``w``; honoured only next to a ``w`` (see _is_full)
+_MXNET_FULL_SUFFIX = "_full"
 
 
 def full_grad_key(name: str) -> str:
@@ -111,9 +115,18 @@ class _SVRGOptimizer(Optimizer):
             setattr(self.default_opt, name, value)
 
     def _is_full(self, index: Any) -> bool:
-        """Whether ``index`` (a kvstore key or an optimizer index) names a full gradient."""
-        return is_full_grad_key(index if isinstance(index, str)
-                                else self.default_opt.idx2name.get(index))
+        """Whether ``index`` (a kvstore key or an optimizer index) names a full gradient:
+        raymod's reserved prefix, or MXNet's own naming, ``w + "_full"`` next to a ``w``
+        that the optimizer also updates (so code written against MXNet's SVRG keys works,
+        while a lone parameter that merely contains "full" is still trained)."""
+        name = index if isinstance(index, str) else self.default_opt.idx2name.get(index)
+        if is_full_grad_key(name):
+            return True
+        return (isinstance(name, str) and name.endswith(_MXNET_FULL_SUFFIX)
+                and name[:-len(_MXNET_FULL_SUFFIX)] in self._names())
+
+    def _names(self) -> set:
+        return set(self.default_opt.idx2name.values())
 
     def _route(self, index: Any) -> Optimizer:
         return self.aux_opt if self._is_full(index) else self.default_opt

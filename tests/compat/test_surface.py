@@ -150,3 +150,21 @@ def test_module_and_iterator_results_are_ndarrays_sharing_memory():
     assert all(isinstance(p, mx.nd.NDArray) for p in mod.predict(it, merge_batches=False)[0])
     for outs, _, b in mod.iter_predict(it):
         assert isinstance(outs[0], mx.nd.NDArray) and isinstance(b.data[0], mx.nd.NDArray)
+
+
+def test_random_samplers_mxnet_tests_use():
+    # mx.nd.random.randn(*shape), mx.random.poisson(lam, shape), exponential(scale, shape):
+    # seeded, NDArrays, and with the moments of their distributions
+    mx.random.seed(3)
+    first = mx.nd.random.randn(400, 50)
+    mx.random.seed(3)
+    np.testing.assert_array_equal(first, mx.nd.random.randn(400, 50))
+    assert isinstance(first, mx.nd.NDArray) and first.dtype == np.float32
+    assert abs(float(first.mean())) < 0.02 and abs(float(first.std()) - 1) < 0.02
+    counts = mx.random.poisson(lam=4, shape=(20000, 1))
+    assert counts.shape == (20000, 1) and np.all(counts == np.round(counts))
+    assert abs(float(counts.mean()) - 4) < 0.06 and abs(float(counts.var()) - 4) < 0.2
+    waits = mx.nd.random.exponential(2.0, shape=(20000,))
+    assert abs(float(waits.mean()) - 2) < 0.06 and float(waits.min()) >= 0
+    out = mx.nd.zeros((3,))
+    assert mx.random.poisson(lam=1, out=out) is out

@@ -22,8 +22,10 @@ def test_wrapped_default_optimizer_takes_the_keyword_settings():
     assert svrg.default_opt.lr == 0.5
 
 
-def test_full_gradient_keys_are_assigned_and_others_use_sgd_on_a_local_kvstore():
-    idx2name = {0: "weight", 1: full_grad_key("weight")}
+@pytest.mark.parametrize("full_name", [full_grad_key("weight"), "weight_full"])
+def test_full_gradient_keys_are_assigned_and_others_use_sgd_on_a_local_kvstore(full_name):
+    # "weight_full" next to "weight" is MXNet's own naming (its test_kvstore_init_aux_keys)
+    idx2name = {0: "weight", 1: full_name}
     kv = rm.kv.create("local")
     kv.set_optimizer(_SVRGOptimizer(default_optimizer="sgd", param_idx2name=idx2name,
                                     learning_rate=1.0))
@@ -51,7 +53,8 @@ def test_string_keys_route_by_name_and_device_values_are_summed():
 
 @pytest.mark.parametrize("name", ["weight_full", "fullc_weight", "full"])
 def test_user_parameters_named_full_are_trained_not_assigned(name):
-    # MXNet 1.9.1 assigns any key whose name contains "full"; raymod only its reserved keys.
+    # MXNet 1.9.1 assigns any key whose name contains "full"; raymod only its reserved keys
+    # and MXNet's "w_full" next to a parameter "w" (none here)
     svrg = _SVRGOptimizer(param_idx2name={0: name}, learning_rate=1.0)
     weight = np.zeros(2, np.float32)
     opt.get_updater(svrg)(0, np.ones(2, np.float32), weight)

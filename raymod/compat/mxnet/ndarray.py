@@ -170,6 +170,10 @@ def _draw(kind: str, a: Any, b: Any, shape: tuple, dtype: Any, xp: types.ModuleT
     gen = _random.device_generator(xp)
     if kind == "integers":
         return gen.integers(a, b, size=shape).astype(dtype)
+    if kind == "poisson":
+        return gen.poisson(a, size=shape).astype(dtype)
+    if kind == "exponential":
+        return gen.exponential(a, size=shape).astype(dtype)
     draw_dtype = np.float64 if np.dtype(dtype) == np.float64 else np.float32
     if kind == "normal":
         values = gen.standard_normal(size=shape, dtype=draw_dtype) * draw_dtype(b) + a
@@ -192,9 +196,31 @@ def _random_fn(kind: str, first: str, second: str, defaults: tuple, default_dtyp
     return fn
 
 
+def _one_parameter_fn(kind: str, name: str, default: float):
+    two = _random_fn(kind, name, "_unused", (default, None), _REAL)
+
+    def fn(value: Any = default, shape: Any = 1, dtype: Any = _REAL,
+           ctx: Context | None = None, **kwargs: Any) -> NDArray:
+        return two(kwargs.pop(name, value), None, shape, dtype, ctx, **kwargs)
+    fn.__doc__ = (f"{kind.capitalize()} samples ({name}) as an NDArray of ``shape`` on "
+                  "``ctx``, from raymod's generator (``mx.random.seed``).")
+    return fn
+
+
 random = types.SimpleNamespace(uniform=_random_fn("uniform", "low", "high", (0.0, 1.0), _REAL),
                                normal=_random_fn("normal", "loc", "scale", (0.0, 1.0), _REAL),
-                               randint=_random_fn("integers", "low", "high", (0, 2), np.int32))
+                               randint=_random_fn("integers", "low", "high", (0, 2), np.int32),
+                               poisson=_one_parameter_fn("poisson", "lam", 1.0),
+                               exponential=_one_parameter_fn("exponential", "scale", 1.0))
+
+
+def _randn(*shape: int, loc: float = 0.0, scale: float = 1.0, dtype: Any = _REAL,
+           ctx: Context | None = None, **kwargs: Any) -> NDArray:
+    """Normal samples of the given shape (MXNet's ``mx.nd.random.randn(2, 3)``)."""
+    return random.normal(loc, scale, shape=shape or 1, dtype=dtype, ctx=ctx, **kwargs)
+
+
+random.randn = _randn
 for _name, _fn in vars(random).items():
     _fn.__name__ = _name
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from ...random import generator, seed
 from .ndarray import random as _nd_random
 
-__all__ = ["seed", "generator", "uniform", "normal", "randint"]
+__all__ = ["seed", "generator", "uniform", "normal", "randint", "randn", "poisson",
+           "exponential"]
 
 
 def _with_out(draw):
@@ -23,3 +24,6 @@ def _with_out(draw):
 uniform = _with_out(_nd_random.uniform)
 normal = _with_out(_nd_random.normal)
 randint = _with_out(_nd_random.randint)
+poisson = _with_out(_nd_random.poisson)
+exponential = _with_out(_nd_random.exponential)
+randn = _nd_random.randn
