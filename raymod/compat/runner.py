@@ -21,6 +21,7 @@ from .. import array_view
 from ..cluster.local import shutdown as shutdown_ray
 from ..cluster.workers import Workers
 from ..module.placement import default_workers
+from . import legacy_numpy
 from . import workers as _workers
 from .errors import Unsupported
 from .ndarray import wrap
@@ -176,6 +177,7 @@ def install() -> None:
         sys.modules[name] = Unsupported(name, feature)
     sys.meta_path.insert(0, _REFUSER)
     array_view.set_viewer(wrap)  # every array raymod hands out is now an NDArray view
+    legacy_numpy.install()  # np.int, binary np.fromstring: MXNet pinned numpy<1.24
 
 
 def uninstall() -> None:
@@ -185,6 +187,7 @@ def uninstall() -> None:
     if installed():
         sys.meta_path.remove(_REFUSER)
         array_view.set_viewer(None)
+        legacy_numpy.uninstall()
 
 
 def run(script: str, args: Sequence[str] = (), workers: Any = None) -> dict:
