@@ -191,6 +191,23 @@ def test_inspect_module_checkpoint_text(module_checkpoint, capsys):
     assert "warning" not in out
 
 
+def test_inspect_kvstore_states_are_named_without_an_index(tmp_path, rng, capsys):
+    # several devices: the kvstore runs the optimizer and keys its states by parameter name
+    mod = rm.mod.Module(small_net(), context=[rm.cpu(0), rm.cpu(1)])
+    mod.fit(train_iter(rng), num_epoch=1, optimizer="sgd",
+            optimizer_params={"learning_rate": 0.1, "momentum": 0.9})
+    prefix = str(tmp_path / "kv")
+    mod.save_checkpoint(prefix, 1, save_optimizer_states=True)
+    assert main(["inspect", prefix, "--json"]) == 0
+    states = json.loads(capsys.readouterr().out)["optimizer"]["states"]
+    assert {s["index"] for s in states} == {None}
+    assert {s["name"] for s in states} == set(mod.get_params()[0])
+    assert main(["inspect", prefix]) == 0
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if "fc1_weight" in ln
+               and "momentum" not in ln and ln.split()[:1] == ["-"])
+    assert row.split()[1] == "fc1_weight"
+
+
 def test_inspect_json_matches_the_arrays(module_checkpoint, capsys):
     prefix, arg_params, aux_params = module_checkpoint
     assert main(["inspect", prefix + "-0003.params", "--json"]) == 0

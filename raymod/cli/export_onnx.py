@@ -70,6 +70,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
                              onnx_file_path=args.onnx, dynamic=args.dynamic)
     except (rm_onnx.UnsupportedOperatorError, ValueError, TypeError, OSError) as err:
         raise CLIError(one_line(err)) from None
+    def shown(shape: tuple) -> str:  # --dynamic: the batch dimension is the symbol N
+        dims = [str(d) for d in shape]
+        if args.dynamic and dims:
+            dims[0] = "N"
+        return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+
     print(f"wrote {args.onnx} (opset {rm_onnx.OPSET}) from {prefix} epoch {epoch}: inputs "
-          + ", ".join(f"{n}{tuple(shapes[n])}" for n in inputs))
+          + ", ".join(f"{n}{shown(tuple(shapes[n]))}" for n in inputs))
     return 0

@@ -257,7 +257,9 @@ def _states_report(blob: bytes, param_order: list[str]) -> dict:
             else:
                 leaves.append({"path": path, "value": value})
         updates = {int(dev): int(c[key]) for dev, c in counts.items() if key in c}
-        entries.append({"index": key, "name": name, "name_from": source,
+        # a kvstore keys its states by parameter name: those have no index
+        entries.append({"index": None if isinstance(key, str) else key, "name": name,
+                        "name_from": source,
                         "updates": updates.get(0, max(updates.values(), default=None)),
                         "arrays": leaves})
     report: dict[str, Any] = {"num_update": int(opt.num_update), "count": len(entries),
@@ -440,7 +442,8 @@ def _render(report: dict) -> str:
                     (f"{a['path']} {_fmt_shape(a['shape'])} {a['dtype']} "
                      f"norm {_fmt_float(a['norm'])}") if "shape" in a
                     else f"{a['path']} = {_fmt_float(a['value'])}" for a in e["arrays"])
-            rows.append([str(e["index"]), e["name"] or "?", _fmt_float(e["updates"]), desc])
+            index = "-" if e["index"] is None else str(e["index"])
+            rows.append([index, e["name"] or "?", _fmt_float(e["updates"]), desc])
         if rows:
             out += _table(rows, ["index", "name", "updates", "state"])
     elif report.get("optimizer_error"):
