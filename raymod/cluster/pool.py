@@ -382,9 +382,8 @@ class WorkerPool(NodeDrains):
                  **extra}
         self.events.append(event)
         level = logging.WARNING if kind in ("lost", "recovered") else logging.INFO
-        self.logger.log(level, "workers: %s%s (%d alive) %s", kind,
-                        "" if rank is None else f" rank {rank}", len(self.workers),
-                        {k: v for k, v in extra.items() if k != "pid"})
+        self.logger.log(level, "workers: %s (%d alive)", describe_event(kind, rank, extra),
+                        len(self.workers))
         return event
 
     @property
@@ -447,3 +446,28 @@ class WorkerPool(NodeDrains):
         new = {sid: ref for sid, ref in sources.items() if sid not in held}
         held.update(new)
         return new
+
+
+def describe_event(kind: str, rank: int | None, extra: dict) -> str:
+    """A membership event as a sentence for the log (the event dict keeps the figures)."""
+    who = "worker" if rank is None else f"worker {rank}"
+    if kind == "join":
+        return f"{who} joined (set up in {extra.get('setup_s', 0) * 1e3:.1f} ms)"
+    if kind == "leave":
+        reason = extra.get("reason")
+        return f"{who} left" + (f" ({reason})" if reason else "")
+    if kind == "start_failed":
+        return f"{who} failed to start: {extra.get('error', '?')}"
+    if kind == "lost":
+        step = extra.get("step")
+        where = "" if step is None else f" at step {step}"
+        return f"{who} lost{where}: {extra.get('error', '?')}"
+    if kind == "recovered":
+        lost = ", ".join(str(r) for r in extra.get("ranks_lost", [])) or "?"
+        seconds = extra.get("seconds_to_step")
+        took = "" if seconds is None else f" {seconds:.2f} s after the loss"
+        return (f"{extra.get('during', 'step')} {extra.get('step')} completed{took}, "
+                f"without worker(s) {lost} ({extra.get('slices_recomputed', 0)} slice(s) "
+                "recomputed)")
+    details = ", ".join(f"{k}={v}" for k, v in extra.items() if k != "pid")
+    return f"{kind} {who}" + (f" ({details})" if details else "")
