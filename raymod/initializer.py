@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from . import random as _random
+from .base import check_int, check_real
 from .context import as_numpy
 from .registry import Registry
 
@@ -70,6 +71,13 @@ def create(initializer: Any, **kwargs: Any) -> "Initializer":
         name, json_kwargs = json.loads(text)
         return _REGISTRY.get(name)(**json_kwargs, **kwargs)
     return _REGISTRY.get(text)(**kwargs)
+
+
+def _check_choice(owner: str, name: str, value: Any, choices: tuple) -> None:
+    """ValueError naming the initializer, the argument and the choices."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{owner}: {name} must be one of "
+                         f"{', '.join(repr(c) for c in choices)}, got {value!r}")
 
 
 def _assign(arr: Any, values: Any) -> None:
@@ -282,10 +290,11 @@ class Uniform(Initializer):
     Parameters
     ----------
     scale : float, default 0.07
-        Half-width of the interval.
+        Half-width of the interval; at least 0.
     """
 
     def __init__(self, scale: float = 0.07):
+        check_real("Uniform", "scale", scale, 0)
         super().__init__(scale=scale)
         self.scale = scale
 
@@ -300,10 +309,11 @@ class Normal(Initializer):
     Parameters
     ----------
     sigma : float, default 0.01
-        Standard deviation.
+        Standard deviation; at least 0.
     """
 
     def __init__(self, sigma: float = 0.01):
+        check_real("Normal", "sigma", sigma, 0)
         super().__init__(sigma=sigma)
         self.sigma = sigma
 
@@ -327,9 +337,9 @@ class Orthogonal(Initializer):
     """
 
     def __init__(self, scale: float = 1.414, rand_type: str = "uniform"):
+        check_real("Orthogonal", "scale", scale)
+        _check_choice("Orthogonal", "rand_type", rand_type, ("uniform", "normal"))
         super().__init__(scale=scale, rand_type=rand_type)
-        if rand_type not in ("uniform", "normal"):
-            raise ValueError(f"rand_type must be 'uniform' or 'normal', got {rand_type!r}")
         self.scale = scale
         self.rand_type = rand_type
 
@@ -360,15 +370,22 @@ class Xavier(Initializer):
     factor_type : {'avg', 'in', 'out'}, default 'avg'
         ``factor`` is ``(fan_in + fan_out) / 2``, ``fan_in`` or ``fan_out``.
     magnitude : float, default 3
-        Numerator of the scale.
+        Numerator of the scale; greater than 0 (a string such as ``'2'`` is read as a
+        number, as MXNet does).
     """
 
     def __init__(self, rnd_type: str = "uniform", factor_type: str = "avg", magnitude: float = 3):
+        owner = type(self).__name__
+        _check_choice(owner, "rnd_type", rnd_type, ("uniform", "gaussian"))
+        _check_choice(owner, "factor_type", factor_type, ("avg", "in", "out"))
+        value = magnitude
+        if isinstance(value, str):  # MXNet keeps float(magnitude): '2' is a magnitude
+            try:
+                value = float(value)
+            except ValueError:
+                pass  # check_real names it below
+        check_real(owner, "magnitude", value, 0, low_open=True)
         super().__init__(rnd_type=rnd_type, factor_type=factor_type, magnitude=magnitude)
-        if rnd_type not in ("uniform", "gaussian"):
-            raise ValueError(f"rnd_type must be 'uniform' or 'gaussian', got {rnd_type!r}")
-        if factor_type not in ("avg", "in", "out"):
-            raise ValueError(f"factor_type must be 'avg', 'in' or 'out', got {factor_type!r}")
         self.rnd_type = rnd_type
         self.factor_type = factor_type
         self.magnitude = float(magnitude)
@@ -403,6 +420,7 @@ class MSRAPrelu(Xavier):
     """
 
     def __init__(self, factor_type: str = "avg", slope: float = 0.25):
+        check_real("MSRAPrelu", "slope", slope)
         super().__init__("gaussian", factor_type, 2.0 / (1 + slope ** 2))
         self._kwargs = {"factor_type": factor_type, "slope": slope}
 
@@ -495,6 +513,7 @@ class LSTMBias(Initializer):
     """
 
     def __init__(self, forget_bias: float = 1.0):
+        check_real("LSTMBias", "forget_bias", forget_bias)
         super().__init__(forget_bias=forget_bias)
         self.forget_bias = forget_bias
 
@@ -529,6 +548,10 @@ class FusedRNN(Initializer):
 
     def __init__(self, init: Any, num_hidden: int, num_layers: int, mode: str,
                  bidirectional: bool = False, forget_bias: float = 1.0):
+        check_int("FusedRNN", "num_hidden", num_hidden, 1)
+        check_int("FusedRNN", "num_layers", num_layers, 1)
+        _check_choice("FusedRNN", "mode", mode, ("rnn_relu", "rnn_tanh", "lstm", "gru"))
+        check_real("FusedRNN", "forget_bias", forget_bias)
         if isinstance(init, str):
             init = create(init)
         super().__init__(init=None if init is None else init.dumps(), num_hidden=num_hidden,

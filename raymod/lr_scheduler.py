@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .base import check_int, check_real
 from .registry import Registry
 
 __all__ = ["LRScheduler", "FactorScheduler", "MultiFactorScheduler", "PolyScheduler",
@@ -41,16 +42,13 @@ def create(name: str, **kwargs: Any) -> "LRScheduler":
     return _REGISTRY.get(name)(**kwargs)
 
 
-def _check_number(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise TypeError(f"{name} must be a number, got {value!r}")
+def _check_number(sched: Any, name: str, value: Any, low: float | None = None) -> None:
+    """A finite number (``>= low``); the error names the scheduler and the argument."""
+    check_real(type(sched).__name__, name, value, low)
 
 
-def _check_int(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
+def _check_int(sched: Any, name: str, value: Any, low: int) -> None:
+    check_int(type(sched).__name__, name, value, low)
 
 
 @register
@@ -63,12 +61,12 @@ class LRScheduler:
     Parameters
     ----------
     base_lr : float, default 0.01
-        The rate reached at the end of the warmup, from which later decay starts.
-        An optimizer given ``learning_rate`` overwrites it.
+        The rate reached at the end of the warmup, from which later decay starts; at
+        least 0. An optimizer given ``learning_rate`` overwrites it.
     warmup_steps : int, default 0
         Number of updates spent warming up.
     warmup_begin_lr : float, default 0
-        The rate at update 0 of the warmup; must not exceed ``base_lr``.
+        The rate at update 0 of the warmup; from 0 to ``base_lr``.
     warmup_mode : {'linear', 'constant'}, default 'linear'
         'linear' ramps from ``warmup_begin_lr`` towards ``base_lr``; 'constant' holds
         ``warmup_begin_lr`` until the warmup ends.
@@ -76,9 +74,9 @@ class LRScheduler:
 
     def __init__(self, base_lr: float = 0.01, warmup_steps: int = 0,
                  warmup_begin_lr: float = 0, warmup_mode: str = "linear"):
-        _check_number("base_lr", base_lr)
-        _check_number("warmup_begin_lr", warmup_begin_lr)
-        _check_int("warmup_steps", warmup_steps, 0)
+        _check_number(self, "base_lr", base_lr, 0)
+        _check_number(self, "warmup_begin_lr", warmup_begin_lr, 0)
+        _check_int(self, "warmup_steps", warmup_steps, 0)
         if warmup_begin_lr > base_lr:
             raise ValueError(f"warmup_begin_lr ({warmup_begin_lr}) must not exceed "
                              f"base_lr ({base_lr})")
@@ -165,9 +163,9 @@ class FactorScheduler(LRScheduler):
     step : int
         Updates between two decays; at least 1.
     factor : float, default 1
-        Multiplier applied at each decay; at most 1.
+        Multiplier applied at each decay; from 0 to 1.
     stop_factor_lr : float, default 1e-8
-        The rate never decays below this.
+        The rate never decays below this; at least 0.
     base_lr, warmup_steps, warmup_begin_lr, warmup_mode
         As in :class:`LRScheduler`.
     """
@@ -176,9 +174,9 @@ class FactorScheduler(LRScheduler):
                  base_lr: float = 0.01, warmup_steps: int = 0, warmup_begin_lr: float = 0,
                  warmup_mode: str = "linear"):
         super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
-        _check_int("step", step, 1)
-        _check_number("factor", factor)
-        _check_number("stop_factor_lr", stop_factor_lr)
+        _check_int(self, "step", step, 1)
+        _check_number(self, "factor", factor, 0)
+        _check_number(self, "stop_factor_lr", stop_factor_lr, 0)
         if factor > 1.0:
             raise ValueError(f"factor must be <= 1 so that the rate decreases, got {factor}")
         self.step = step
@@ -210,7 +208,7 @@ class MultiFactorScheduler(LRScheduler):
     step : list of int
         Strictly increasing update counts, each at least 1.
     factor : float, default 1
-        Multiplier applied at each listed step; at most 1.
+        Multiplier applied at each listed step; from 0 to 1.
     base_lr, warmup_steps, warmup_begin_lr, warmup_mode
         As in :class:`LRScheduler`.
     """
@@ -221,10 +219,10 @@ class MultiFactorScheduler(LRScheduler):
         if not isinstance(step, (list, tuple)) or len(step) == 0:
             raise TypeError(f"step must be a non-empty list of ints, got {step!r}")
         for i, s in enumerate(step):
-            _check_int(f"step[{i}]", s, 1)
+            _check_int(self, f"step[{i}]", s, 1)
             if i > 0 and s <= step[i - 1]:
                 raise ValueError(f"step must be strictly increasing, got {list(step)}")
-        _check_number("factor", factor)
+        _check_number(self, "factor", factor, 0)
         if factor > 1.0:
             raise ValueError(f"factor must be <= 1 so that the rate decreases, got {factor}")
         self.step = list(step)
@@ -245,8 +243,8 @@ class _DecayToFinal(LRScheduler):
     def __init__(self, max_update: int, base_lr: float, final_lr: float, warmup_steps: int,
                  warmup_begin_lr: float, warmup_mode: str):
         super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
-        _check_int("max_update", max_update, 1)
-        _check_number("final_lr", final_lr)
+        _check_int(self, "max_update", max_update, 1)
+        _check_number(self, "final_lr", final_lr, 0)
         if max_update <= warmup_steps:
             raise ValueError(f"max_update ({max_update}) must exceed warmup_steps "
                              f"({warmup_steps}), or nothing is left to decay over")
@@ -294,9 +292,9 @@ class PolyScheduler(_DecayToFinal):
     base_lr : float, default 0.01
         The rate the decay starts from.
     pwr : float, default 2
-        The power of the polynomial.
+        The power of the polynomial; at least 0.
     final_lr : float, default 0
-        The rate at and after ``max_update``.
+        The rate at and after ``max_update``; at least 0.
     warmup_steps, warmup_begin_lr, warmup_mode
         As in :class:`LRScheduler`.
     """
@@ -305,7 +303,7 @@ class PolyScheduler(_DecayToFinal):
                  final_lr: float = 0, warmup_steps: int = 0, warmup_begin_lr: float = 0,
                  warmup_mode: str = "linear"):
         super().__init__(max_update, base_lr, final_lr, warmup_steps, warmup_begin_lr, warmup_mode)
-        _check_number("pwr", pwr)
+        _check_number(self, "pwr", pwr, 0)
         self.power = pwr
 
     def _shape(self, progress: float) -> float:
@@ -332,7 +330,7 @@ class CosineScheduler(_DecayToFinal):
     base_lr : float, default 0.01
         The rate the decay starts from.
     final_lr : float, default 0
-        The rate at and after ``max_update``.
+        The rate at and after ``max_update``; at least 0.
     warmup_steps, warmup_begin_lr, warmup_mode
         As in :class:`LRScheduler`.
     """

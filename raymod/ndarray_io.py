@@ -206,8 +206,14 @@ def _read_record(r: _Reader, index: int) -> np.ndarray:
     if dtype is None:
         raise r.fail(f"array {index} has dtype flag {flag}, which raymod does not support "
                      f"(known: {sorted(_FLAG_TO_DTYPE)})")
-    count = int(np.prod(shape, dtype=np.int64))
-    raw = r.take(count * dtype.itemsize, f"data of array {index} (shape {shape}, {dtype})")
+    count = 1
+    for d in shape:  # Python ints: a header's dims may multiply past int64
+        count *= d
+    need = count * dtype.itemsize
+    if need > r.left:  # before allocating anything for it
+        raise r.fail(f"array {index} has shape {shape} of {dtype}, which needs {need} bytes of "
+                     f"data, but only {r.left} bytes are left in the file")
+    raw = r.take(need, f"data of array {index} (shape {shape}, {dtype})")
     return np.frombuffer(raw, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="))
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import metric as _metric
 from ..array_view import show
-from ..base import bytes_via_file, file_from_bytes
+from ..base import bytes_via_file, check_int, file_from_bytes
 from ..callback import BatchEndParam
 from ..checkpoint import params_dict, split_params
 from ..cluster import moments
@@ -53,6 +53,18 @@ def _check_optimizer_arg(optimizer: Any) -> None:
     if optimizer not in _OPT_REGISTRY:
         raise ValueError(f"unknown optimizer {optimizer!r}; known optimizers: "
                          f"{', '.join(_OPT_REGISTRY.names())}")
+
+
+def _check_epochs(begin_epoch: Any, num_epoch: Any) -> None:
+    """``fit``'s epoch range: ints with ``0 <= begin_epoch <= num_epoch`` (MXNet asserts only
+    that num_epoch is given; a negative or reversed range would silently train nothing)."""
+    if num_epoch is None:
+        raise ValueError("fit needs num_epoch: the epoch to stop before")
+    check_int("fit", "num_epoch", num_epoch, 0)
+    check_int("fit", "begin_epoch", begin_epoch, 0)
+    if begin_epoch > num_epoch:
+        raise ValueError(f"fit: begin_epoch must be <= num_epoch (the epoch to stop before), "
+                         f"got begin_epoch={begin_epoch} and num_epoch={num_epoch}")
 
 
 def _concat(arrays: list) -> Any:
@@ -406,9 +418,9 @@ class BaseModule:
         force_init : bool, default False
             Re-initialize parameters even if already initialized.
         begin_epoch : int, default 0
-            First epoch number (to resume training).
+            First epoch number (to resume training); at least 0.
         num_epoch : int
-            Train until this epoch number (exclusive). Required.
+            Train until this epoch number (exclusive); at least ``begin_epoch``. Required.
         validation_metric : str or EvalMetric, optional
             Metric for ``eval_data``; defaults to ``eval_metric``.
         monitor : Monitor, optional
@@ -437,8 +449,7 @@ class BaseModule:
         >>> mod.fit(train_iter, eval_data=val_iter, optimizer='sgd',
         ...         optimizer_params={'learning_rate': 0.1}, num_epoch=10)
         """
-        if num_epoch is None:
-            raise ValueError("fit needs num_epoch: the epoch to stop before")
+        _check_epochs(begin_epoch, num_epoch)
         _check_kvstore_arg(kvstore)
         _check_optimizer_arg(optimizer)
         validation_metric = eval_metric if validation_metric is None else validation_metric

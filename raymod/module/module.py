@@ -19,13 +19,14 @@ import numpy as np
 from .. import checkpoint as _ckpt
 from .. import optimizer as opt
 from ..array_view import show
-from ..base import MXNetError
+from ..base import MXNetError, check_input_dtype
 from ..context import Context, as_numpy, cpu
 from ..initializer import InitDesc, Uniform
 from ..io import DataDesc
 from ..model import _check_kvstore_arg
 from ..ndarray_io import atomic_write
 from ..parallel import ExecutorGroup
+from ..parallel.executor_group import check_batch_dtypes
 from ..symbol import Symbol
 from .base_module import (BaseModule, _check_input_names, _check_optimizer_arg,
                           _parse_data_desc)
@@ -396,6 +397,7 @@ class Module(BaseModule):
         data_descs, label_descs = _parse_data_desc(self._data_names, self._label_names,
                                                    data_shapes, label_shapes)
         label_descs = self._bindable_labels(label_descs)
+        _check_desc_dtypes(data_descs, label_descs)
         self._check_shared(shared_module)
         if self._stage.params_initialized and shared_module is None:
             self._check_param_names(self._arg_params, self._aux_params, False, False)
@@ -474,6 +476,7 @@ class Module(BaseModule):
         data_descs, label_descs = _parse_data_desc(self._data_names, self._label_names,
                                                    data_shapes, label_shapes)
         label_descs = self._bindable_labels(label_descs)
+        _check_desc_dtypes(data_descs, label_descs)
         self._refuse_parameter_reshape(data_descs, label_descs)
         self._exec_group.reshape(data_descs, label_descs)
         self._data_shapes, self._label_shapes = data_descs, label_descs
@@ -538,9 +541,15 @@ class Module(BaseModule):
         placement.check_trainable(self)
         if self._params_dirty:
             self._sync_params_from_devices()
-        kv, update_on_kvstore, self._owns_kvstore = placement.create_kvstore(self, kvstore)
-        optimizer = self._make_optimizer(optimizer, optimizer_params, update_on_kvstore,
-                                         1.0 / placement.batch_size(self, kv))
+        kv, update_on_kvstore, owns_kv = placement.create_kvstore(self, kvstore)
+        try:  # a bad optimizer setting (learning_rate=-1) leaves the module as it was
+            optimizer = self._make_optimizer(optimizer, optimizer_params, update_on_kvstore,
+                                             1.0 / placement.batch_size(self, kv))
+        except BaseException:
+            if owns_kv:
+                kv.close()
+            raise
+        self._owns_kvstore = owns_kv
         self._optimizer, self._kvstore = optimizer, kv
         self._update_on_kvstore, self._updater = update_on_kvstore, None
         placement.setup_kvstore(self, kv, optimizer, update_on_kvstore)
@@ -680,6 +689,11 @@ class Module(BaseModule):
             raise ValueError(f"the batch has {len(shapes)} data arrays, the module was bound "
                              f"with {len(self._data_shapes)} "
                              f"({[d.name for d in self._data_shapes]})")
+        # before an implicit reshape: a string or object batch changes nothing
+        check_batch_dtypes("data", [d.name for d in self._data_shapes], data_batch.data)
+        if self._label_shapes:
+            check_batch_dtypes("label", [d.name for d in self._label_shapes],
+                               getattr(data_batch, "label", None))
         if shapes != tuple(d.shape for d in self._data_shapes):
             self.reshape(*self._shapes_of(data_batch, list(data_batch.data)))
         self._exec_group.forward(data_batch, is_train)
@@ -879,6 +893,14 @@ class Module(BaseModule):
         if sparse_row_id_fn is not None:
             warnings.warn(UserWarning("sparse_row_id_fn is ignored: raymod parameters are "
                                       "dense, nothing is pulled row by row"))
+
+
+def _check_desc_dtypes(data_descs: list, label_descs: list | None) -> None:
+    """TypeError, before binding, for an input whose dtype no operator computes on (an
+    iterator over strings or Python objects), naming the input and its dtype."""
+    for what, descs in (("data", data_descs), ("label", label_descs or [])):
+        for d in descs:
+            check_input_dtype(what, d.name, getattr(d, "dtype", np.float32))
 
 
 def _input_shapes(data_batch: Any) -> tuple:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .optimizer import Optimizer, get_array_module
+from .optimizer import NON_NEGATIVE, POSITIVE, UNIT, Optimizer, check_settings, get_array_module
 
 __all__ = ["Adam", "Adamax", "Nadam", "FTML"]
 
@@ -53,6 +53,8 @@ class Adam(Optimizer):
     def __init__(self, learning_rate: float | None = None, beta1: float = 0.9,
                  beta2: float = 0.999, epsilon: float = 1e-8, lazy_update: bool = True,
                  **kwargs: Any):
+        check_settings(self, beta1=(beta1, UNIT), beta2=(beta2, UNIT),
+                       epsilon=(epsilon, POSITIVE))
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.beta1 = beta1
         self.beta2 = beta2
@@ -104,6 +106,7 @@ class Adamax(Optimizer):
 
     def __init__(self, learning_rate: float | None = None, beta1: float = 0.9,
                  beta2: float = 0.999, **kwargs: Any):
+        check_settings(self, beta1=(beta1, UNIT), beta2=(beta2, UNIT))
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.beta1 = beta1
         self.beta2 = beta2
@@ -163,6 +166,8 @@ class Nadam(Optimizer):
     def __init__(self, learning_rate: float | None = None, beta1: float = 0.9,
                  beta2: float = 0.999, epsilon: float = 1e-8, schedule_decay: float = 0.004,
                  **kwargs: Any):
+        check_settings(self, beta1=(beta1, UNIT), beta2=(beta2, UNIT),
+                       epsilon=(epsilon, POSITIVE), schedule_decay=(schedule_decay, NON_NEGATIVE))
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.beta1 = beta1
         self.beta2 = beta2
@@ -237,6 +242,8 @@ class FTML(Optimizer):
 
     def __init__(self, beta1: float = 0.6, beta2: float = 0.999, epsilon: float = 1e-8,
                  **kwargs: Any):
+        check_settings(self, beta1=(beta1, UNIT), beta2=(beta2, UNIT),
+                       epsilon=(epsilon, POSITIVE))
         super().__init__(**kwargs)
         self.beta1 = beta1
         self.beta2 = beta2

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .optimizer import Optimizer, get_array_module
+from .optimizer import (FINITE_OR_NONE, NON_NEGATIVE, POSITIVE, UNIT, Optimizer, check_settings,
+                        get_array_module)
 
 __all__ = ["AdaGrad", "RMSProp", "AdaDelta", "Ftrl"]
 
@@ -30,6 +31,7 @@ class AdaGrad(Optimizer):
     _config_attrs = {"eps": "float_stable_eps"}
 
     def __init__(self, eps: float = 1e-7, **kwargs: Any):
+        check_settings(self, eps=(eps, POSITIVE))
         super().__init__(**kwargs)
         self.float_stable_eps = eps
 
@@ -85,6 +87,8 @@ class RMSProp(Optimizer):
     def __init__(self, learning_rate: float | None = None, gamma1: float = 0.9,
                  gamma2: float = 0.9, epsilon: float = 1e-8, centered: bool = False,
                  clip_weights: float | None = None, **kwargs: Any):
+        check_settings(self, gamma1=(gamma1, UNIT), gamma2=(gamma2, UNIT),
+                       epsilon=(epsilon, POSITIVE), clip_weights=(clip_weights, FINITE_OR_NONE))
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.gamma1 = gamma1
         self.gamma2 = gamma2
@@ -150,6 +154,7 @@ class AdaDelta(Optimizer):
     """
 
     def __init__(self, rho: float = 0.90, epsilon: float = 1e-5, **kwargs: Any):
+        check_settings(self, rho=(rho, UNIT), epsilon=(epsilon, POSITIVE))
         super().__init__(**kwargs)
         self.rho = rho
         self.epsilon = epsilon
@@ -207,6 +212,7 @@ class Ftrl(Optimizer):
 
     def __init__(self, lamda1: float = 0.01, learning_rate: float | None = None,
                  beta: float = 1, **kwargs: Any):
+        check_settings(self, lamda1=(lamda1, NON_NEGATIVE), beta=(beta, NON_NEGATIVE))
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.lamda1 = lamda1
         self.beta = beta

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .optimizer import Optimizer, get_array_module
+from .optimizer import FINITE_OR_NONE, POSITIVE, UNIT, Optimizer, check_settings, get_array_module
 
 __all__ = ["LAMB"]
 
@@ -52,6 +52,9 @@ class LAMB(Optimizer):
                  beta2: float = 0.999, epsilon: float = 1e-6, lower_bound: float | None = None,
                  upper_bound: float | None = None, bias_correction: bool = True,
                  **kwargs: Any):
+        check_settings(self, beta1=(beta1, UNIT), beta2=(beta2, UNIT),
+                       epsilon=(epsilon, POSITIVE), lower_bound=(lower_bound, FINITE_OR_NONE),
+                       upper_bound=(upper_bound, FINITE_OR_NONE))
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.beta1 = beta1
         self.beta2 = beta2

@@ -6,6 +6,8 @@ very arrays. Arrays are numpy or CuPy; the array module is read off the weight.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import inspect
 import types
@@ -14,6 +16,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ..base import check_int, check_real
 from ..lr_scheduler import _REGISTRY as _LR_REGISTRY
 from ..lr_scheduler import LRScheduler
 from ..registry import Registry
@@ -53,6 +56,45 @@ def get_array_module(array: Any) -> types.ModuleType:
     return np if cupy is None else cupy.get_array_module(array)
 
 
+# True while _SVRGOptimizer builds the optimizer it wraps: MXNet's own SVRG test gives that
+# one learning_rate=-1.0 to see the setting pass through, so its sign is not checked there
+_ANY_LR_SIGN: contextvars.ContextVar[bool] = contextvars.ContextVar("any_lr_sign", default=False)
+
+
+@contextlib.contextmanager
+def any_learning_rate_sign() -> Iterator[None]:
+    """Optimizers made inside this block may take a negative ``learning_rate`` (internal)."""
+    token = _ANY_LR_SIGN.set(True)
+    try:
+        yield
+    finally:
+        _ANY_LR_SIGN.reset(token)
+
+
+# ranges of optimizer settings, as keyword arguments of raymod.base.check_real
+UNIT = {"low": 0, "high": 1, "high_open": True}  # [0, 1): momenta, betas, decay rates
+NON_NEGATIVE = {"low": 0}
+POSITIVE = {"low": 0, "low_open": True}  # epsilons
+FINITE_OR_NONE = {"none_ok": True}  # clip thresholds: None or <= 0 means off, as in MXNet
+
+
+def check_settings(optimizer: Any, **settings: tuple) -> None:
+    """Raise, naming the optimizer and the setting, for a value out of its range.
+
+    Each keyword is ``name=(value, range)`` with a range such as :data:`UNIT`; the error
+    reads ``"Adam: beta1 must be a finite number in [0, 1), got 1.5"``. Optimizers call
+    this first in ``__init__``, before setting anything.
+    """
+    owner = type(optimizer).__name__
+    for name, (value, bounds) in settings.items():
+        check_real(owner, name, value, **bounds)
+
+
+def _check_learning_rate(owner: str, name: str, lr: Any, none_ok: bool = False) -> None:
+    """A finite learning rate >= 0 (any sign inside :func:`any_learning_rate_sign`)."""
+    check_real(owner, name, lr, None if _ANY_LR_SIGN.get() else 0, none_ok=none_ok)
+
+
 def _as_list(x: Any) -> list:
     return list(x) if isinstance(x, (list, tuple)) else [x]
 
@@ -82,21 +124,21 @@ class Optimizer:
         apply; parameters whose names end in neither ``_weight`` nor ``_gamma`` get no
         weight decay unless told otherwise.
     wd : float, default 0.0
-        Weight decay (L2 penalty) coefficient.
+        Weight decay (L2 penalty) coefficient; at least 0.
     clip_gradient : float, optional
         Clip the rescaled gradient elementwise to ``[-clip_gradient, clip_gradient]``;
-        ``None`` (or a value <= 0) turns clipping off.
+        ``None`` (or a value <= 0, as in MXNet's update ops) turns clipping off.
     learning_rate : float, optional
-        The learning rate. ``None`` means the class default (0.01 here) when there is no
-        ``lr_scheduler``, and the scheduler's own ``base_lr`` when there is; a value given
-        together with a scheduler overwrites its ``base_lr``.
+        The learning rate, at least 0. ``None`` means the class default (0.01 here) when
+        there is no ``lr_scheduler``, and the scheduler's own ``base_lr`` when there is; a
+        value given together with a scheduler overwrites its ``base_lr``.
     lr_scheduler : LRScheduler, optional
         Gives the learning rate as a function of the update count.
     sym : Symbol, optional
         The network; ``__lr_mult__`` / ``__wd_mult__`` attributes of its arguments become
         default multipliers (read through ``sym.attr_dict()`` and ``sym.list_arguments()``).
     begin_num_update : int, default 0
-        The update count to start from, e.g. when resuming training.
+        The update count to start from, e.g. when resuming training; at least 0.
     multi_precision : bool, default False
         Keep a float32 master copy of float16 weights and update that instead.
     param_dict : dict of int to Parameter, optional
@@ -119,6 +161,11 @@ class Optimizer:
                  learning_rate: float | None = None, lr_scheduler: LRScheduler | None = None,
                  sym: Any = None, begin_num_update: int = 0, multi_precision: bool = False,
                  param_dict: dict | None = None):
+        owner = type(self).__name__
+        _check_learning_rate(owner, "learning_rate", learning_rate, none_ok=True)
+        check_settings(self, wd=(wd, NON_NEGATIVE), rescale_grad=(rescale_grad, {}),
+                       clip_gradient=(clip_gradient, FINITE_OR_NONE))
+        check_int(owner, "begin_num_update", begin_num_update, 0)
         if param_idx2name is None:
             param_idx2name = {}
         if not isinstance(param_idx2name, dict):
@@ -212,17 +259,20 @@ class Optimizer:
         Parameters
         ----------
         lr : float
-            The new learning rate.
+            The new learning rate; a finite number >= 0.
 
         Raises
         ------
         UserWarning
             If the optimizer has a scheduler, which owns the rate (raised, as MXNet does).
+        ValueError
+            If ``lr`` is negative, NaN or infinite (TypeError if it is not a number).
         """
         if self.lr_scheduler is not None:
             raise UserWarning("this optimizer has an lr_scheduler, which sets the learning "
                               "rate; change lr_scheduler.base_lr instead of calling "
                               "set_learning_rate")
+        _check_learning_rate(f"{type(self).__name__}.set_learning_rate", "lr", lr)
         self.lr = lr
 
     def set_lr_mult(self, args_lr_mult: dict) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import random as _random
-from .optimizer import Optimizer, _REGISTRY, get_array_module
+from .optimizer import NON_NEGATIVE, UNIT, Optimizer, _REGISTRY, check_settings, get_array_module
 
 __all__ = ["SGD", "NAG", "Signum", "SGLD", "Test"]
 
@@ -41,6 +41,7 @@ class SGD(Optimizer):
     _master_last = True  # MXNet's multi-precision state: (momentum, master copy)
 
     def __init__(self, momentum: float = 0.0, lazy_update: bool = True, **kwargs: Any):
+        check_settings(self, momentum=(momentum, UNIT))
         super().__init__(**kwargs)
         self.momentum = momentum
         self.lazy_update = lazy_update
@@ -108,6 +109,7 @@ class NAG(Optimizer):
     _master_last = True  # MXNet's multi-precision state: (momentum, master copy)
 
     def __init__(self, momentum: float = 0.0, **kwargs: Any):
+        check_settings(self, momentum=(momentum, UNIT))
         super().__init__(**kwargs)
         self.momentum = momentum
 
@@ -153,6 +155,7 @@ class Signum(Optimizer):
 
     def __init__(self, learning_rate: float | None = None, momentum: float = 0.9,
                  wd_lh: float = 0.0, **kwargs: Any):
+        check_settings(self, momentum=(momentum, UNIT), wd_lh=(wd_lh, NON_NEGATIVE))
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.momentum = momentum
         self.wd_lh = wd_lh

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .optimizer import Optimizer, create
+from .optimizer import Optimizer, any_learning_rate_sign, create
 
 __all__ = ["FULL_GRAD_PREFIX", "full_grad_key", "is_full_grad_key"]
 
@@ -73,7 +73,9 @@ class _SVRGOptimizer(Optimizer):
         ``**kwargs``) or an instance (then ``kwargs`` must be empty).
     **kwargs
         Constructor arguments of the default optimizer (``learning_rate``,
-        ``rescale_grad``, ``param_idx2name``, ``momentum``...).
+        ``rescale_grad``, ``param_idx2name``, ``momentum``...). They are checked as that
+        optimizer checks them, except that ``learning_rate`` may be negative here, as
+        MXNet's own tests of this class pass ``learning_rate=-1.0``.
 
     Examples
     --------
@@ -93,7 +95,10 @@ class _SVRGOptimizer(Optimizer):
                                 f"(got {sorted(kwargs)})")
             inner = default_optimizer
         elif isinstance(default_optimizer, str):
-            inner = create(default_optimizer, **kwargs)
+            # any learning-rate sign here, as MXNet: its own test passes learning_rate=-1.0
+            # through to the wrapped optimizer (every other setting is checked as usual)
+            with any_learning_rate_sign():
+                inner = create(default_optimizer, **kwargs)
         else:
             raise TypeError("default_optimizer must be an Optimizer or a registered name, "
                             f"got {type(default_optimizer).__name__}")

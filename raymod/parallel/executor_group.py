@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..array_view import show
-from ..base import MXNetError
+from ..base import NUMERIC_KINDS, MXNetError, check_input_dtype
 from ..context import Context, as_numpy
 from ..symbol.symbol import Symbol
 from .slicing import batch_axis, split_input_slice, take_slice
@@ -21,6 +21,18 @@ def _desc(item) -> tuple[str, tuple, Any, str | None]:
     if len(item) == 4:  # already normalised
         return item[0], tuple(item[1]), item[2], item[3]
     return item[0], tuple(item[1]), np.float32, None
+
+
+def check_batch_dtypes(what: str, names: Sequence[str], arrays) -> None:
+    """TypeError naming the input when an array of a batch is not bool/int/uint/float
+    (strings, objects): checked once per batch and input, before anything is loaded."""
+    for name, array in zip(names, arrays or ()):
+        dtype = getattr(array, "dtype", None)
+        if dtype is None:
+            continue
+        kind = getattr(dtype, "kind", None)
+        if kind is None or kind not in NUMERIC_KINDS:
+            check_input_dtype(what, name, dtype)
 
 
 class DataParallelExecutorGroup:
@@ -129,6 +141,9 @@ class DataParallelExecutorGroup:
         if missing:
             raise MXNetError(f"inputs {missing} are not arguments of the symbol; "
                              f"arguments: {', '.join(self.arg_names)}")
+        for what, descs in (("data", data_shapes), ("label", label_shapes)):
+            for name, _, dtype, _ in descs:
+                check_input_dtype(what, name, dtype)
         self.decide_slices(data_shapes)
         self.data_shapes, self.label_shapes = data_shapes, label_shapes or None
         self.data_names = [d[0] for d in data_shapes]
@@ -259,13 +274,21 @@ class DataParallelExecutorGroup:
         # labels are loaded whenever the batch has them, as MXNet does: an inference forward
         # (score, predict) of a label-dependent output must see this batch's labels
         if isinstance(data_batch, list):  # as MXNet: a batch may be any object, even a tuple
+            with_labels = bool(data_batch and data_batch[0].label and self.label_arrays)
+            for batch in data_batch:
+                check_batch_dtypes("data", self.data_names, batch.data)
+                if with_labels:
+                    check_batch_dtypes("label", self.label_names, batch.label)
             self._load_pre_sliced(self.data_arrays, data_batch, "data")
-            if data_batch and data_batch[0].label and self.label_arrays:
+            if with_labels:
                 self._load_pre_sliced(self.label_arrays, data_batch, "label")
         else:
-            self._load(self.data_arrays, self.data_layouts, data_batch.data)
             labels = getattr(data_batch, "label", None)
-            if labels and self.label_arrays:
+            labels = labels if labels and self.label_arrays else None
+            check_batch_dtypes("data", self.data_names, data_batch.data)
+            check_batch_dtypes("label", self.label_names, labels)
+            self._load(self.data_arrays, self.data_layouts, data_batch.data)
+            if labels:
                 self._load(self.label_arrays, self.label_layouts, labels)
         for e in self.execs:
             e.forward(is_train=is_train)

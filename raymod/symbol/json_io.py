@@ -43,18 +43,16 @@ def load_json(json_str: str) -> Symbol:
         heads = graph["heads"]
     except (ValueError, KeyError, TypeError) as err:
         raise MXNetError(f"not a symbol JSON document: {err}") from None
-    nodes: list[Node] = []
-    for i, raw in enumerate(raw_nodes):
+    refs = [_input_refs(raw_nodes, i) for i in range(len(raw_nodes))]
+    nodes: list[Node | None] = [None] * len(raw_nodes)
+    for i in _build_order(raw_nodes, refs):
+        raw = raw_nodes[i]
         # MXNet wrote "param" (0.8), then "attr", then "attrs" (1.x)
         attrs = dict(raw.get("attrs") or raw.get("attr") or {})
         attrs.update(raw.get("param") or {})
-        inputs = []
-        for ref in raw.get("inputs", []):
-            if not 0 <= ref[0] < i:
-                raise MXNetError(f"symbol JSON node {raw.get('name')!r} refers to node {ref[0]}")
-            inputs.append((nodes[ref[0]], int(ref[1])))
+        inputs = [(nodes[j], k) for j, k in refs[i]]
         if raw["op"] == "null":
-            nodes.append(Node(None, raw["name"], {k: str(v) for k, v in attrs.items()}))
+            nodes[i] = Node(None, raw["name"], {k: str(v) for k, v in attrs.items()})
             continue
         op_cls = OPS.get(raw["op"])
         takes = (lambda k: not (k.startswith("__") and k.endswith("__"))) if op_cls.any_attrs \
@@ -65,5 +63,61 @@ def load_json(json_str: str) -> Symbol:
         if bad:
             # let the op report unknown attributes with its own message
             op_cls(**op_attrs, **{k: attrs[k] for k in bad})
-        nodes.append(Node(op_cls(**op_attrs), raw["name"], node_attrs, inputs))
-    return Symbol([(nodes[h[0]], int(h[1])) for h in heads])
+        nodes[i] = Node(op_cls(**op_attrs), raw["name"], node_attrs, inputs)
+    outputs = []
+    for h in heads:
+        if not (isinstance(h, list) and h and _is_index(h[0], len(nodes))):
+            raise MXNetError(f"symbol JSON head {h!r} does not name one of the "
+                             f"{len(nodes)} nodes")
+        outputs.append((nodes[h[0]], int(h[1]) if len(h) > 1 else 0))
+    return Symbol(outputs)
+
+
+def _is_index(value: Any, n: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < n
+
+
+def _label(raw_nodes: list, i: int) -> str:
+    raw = raw_nodes[i]
+    return f"{raw.get('name') if isinstance(raw, dict) else None!r} (node {i})"
+
+
+def _input_refs(raw_nodes: list, i: int) -> list[tuple[int, int]]:
+    """``(node index, output index)`` of each input of node ``i``, checked to exist."""
+    refs = []
+    for ref in raw_nodes[i].get("inputs", []):
+        if not (isinstance(ref, list) and len(ref) >= 2 and _is_index(ref[0], len(raw_nodes))):
+            raise MXNetError(f"symbol JSON node {_label(raw_nodes, i)} has input {ref!r}, "
+                             f"which does not refer to one of the {len(raw_nodes)} nodes")
+        refs.append((ref[0], int(ref[1])))
+    return refs
+
+
+def _build_order(raw_nodes: list, refs: list) -> list[int]:
+    """Node indices, each after its inputs: file order when the file lists inputs first, as
+    MXNet writes it; an MXNetError naming the nodes of a cycle, which no graph can hold."""
+    state = [0] * len(refs)  # 0 unseen, 1 on the current path, 2 done
+    order: list[int] = []
+    for root in range(len(refs)):
+        if state[root]:
+            continue
+        state[root] = 1
+        path, pending = [root], [iter(refs[root])]
+        while path:
+            step = next(pending[-1], None)
+            if step is None:
+                state[path[-1]] = 2
+                order.append(path.pop())
+                pending.pop()
+                continue
+            j = step[0]
+            if state[j] == 1:
+                loop = path[path.index(j):] + [j]
+                raise MXNetError(
+                    "symbol JSON has a cycle: " + " -> ".join(_label(raw_nodes, k) for k in loop)
+                    + " (each node takes the next as an input); a symbol graph must be acyclic")
+            if state[j] == 0:
+                state[j] = 1
+                path.append(j)
+                pending.append(iter(refs[j]))
+    return order
