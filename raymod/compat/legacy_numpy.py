@@ -23,10 +23,12 @@ _original_fromstring = np.fromstring
 
 
 def _has(name: str) -> bool:
-    try:
-        getattr(np, name)
-    except AttributeError:
-        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numpy warns on the names it plans to bring back
+        try:
+            getattr(np, name)
+        except AttributeError:
+            return False
     return True
 
 
