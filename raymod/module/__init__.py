@@ -5,6 +5,7 @@ A module binds a symbol to devices and trains it: ``bind``, ``init_params``,
 """
 from .base_module import BaseModule
 from .bucketing_module import BucketingModule
+from .fit_result import FitResult
 from .lifecycle import Stage, StageError
 from .module import Module
 from .placement import default_workers
@@ -12,5 +13,5 @@ from .python_module import PythonLossModule, PythonModule
 from .sequential_module import SequentialModule
 from .svrg_module import SVRGModule
 
-__all__ = ["BaseModule", "BucketingModule", "Module", "PythonLossModule", "PythonModule",
+__all__ = ["BaseModule", "BucketingModule", "FitResult", "Module", "PythonLossModule", "PythonModule",
            "SequentialModule", "Stage", "StageError", "SVRGModule", "default_workers"]

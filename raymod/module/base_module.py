@@ -30,6 +30,7 @@ from ..optimizer import Optimizer, get_array_module
 from ..optimizer.optimizer import _REGISTRY as _OPT_REGISTRY
 from ..symbol import Symbol
 from .fit_checkpoint import CheckpointConfig, FitCheckpointer, restore_random
+from .fit_result import FitResult
 from .lifecycle import Stage
 from .placement import note_own_executors
 
@@ -382,7 +383,7 @@ class BaseModule:
             allow_missing: bool = False, force_rebind: bool = False, force_init: bool = False,
             begin_epoch: int = 0, num_epoch: int | None = None, validation_metric: Any = None,
             monitor: Any = None, sparse_row_id_fn: Any = None, checkpoint: Any = None,
-            resume: bool = False) -> None:
+            resume: bool = False) -> FitResult:
         """Train the module.
 
         Parameters
@@ -443,6 +444,14 @@ class BaseModule:
         ``Epoch[e] Time cost=<seconds>``, syncs parameters, runs the epoch-end callbacks
         and, with ``eval_data``, logs ``Epoch[e] Validation-<metric>=<value>``.
 
+        Returns
+        -------
+        FitResult
+            Per-epoch metrics (``result.epochs``, ``result.table()``), the last and best
+            checkpoint folders, and the worker pool's membership events. MXNet's ``fit``
+            returns None; code that ignores the value is unaffected. When too few workers
+            are left, the raised error carries it as ``err.fit_result``.
+
         Examples
         --------
         >>> mod = rm.mod.Module(net)
@@ -459,15 +468,17 @@ class BaseModule:
         if resume and checkpoint is None:
             raise ValueError("fit(resume=True) needs checkpoint= (where to resume from)")
         self._checkpointer = None if checkpoint is None else FitCheckpointer(checkpoint)
+        started = time.time()  # membership events from here on belong to this fit
         self._fit_setup(train_data, kvstore, optimizer, optimizer_params, initializer,
                         arg_params, aux_params, allow_missing, force_rebind, force_init, monitor)
         start = self._fit_resume(train_data) if resume else None
         self._global_step = start["step"] if start else 0
         self._fit_cursor = None
         from ..cluster.pool import WorkersUnavailable
+        result = FitResult()
         try:
             for epoch in range(begin_epoch if start is None else start["epoch"], num_epoch):
-                tic = time.time()
+                tic, step0 = time.time(), self._global_step
                 first = start["nbatch"] if start and epoch == start["epoch"] else 0
                 if self._checkpointer is not None:  # a failure before the first batch
                     sampler = getattr(train_data, "sampler", None)
@@ -479,16 +490,56 @@ class BaseModule:
                                               first)
                 if self._checkpointer is not None:  # every step of the epoch has completed
                     self._fit_cursor = (epoch + 1, 0, _NEXT_EPOCH)
+                record = self._epoch_record(epoch, name_values, tic, step0, train_data)
                 self._fit_end_epoch(epoch, name_values, tic, epoch_end_callback)
                 if eval_data:
-                    self._fit_evaluate(epoch, eval_data, validation_metric, eval_end_callback,
-                                       eval_batch_end_callback)
+                    for name, value in self._fit_evaluate(
+                            epoch, eval_data, validation_metric, eval_end_callback,
+                            eval_batch_end_callback):
+                        record[f"val_{name}"] = _plain_value(value)
+                result.epochs.append(record)
                 train_data.reset()
                 every = checkpoint.every_n_epochs if checkpoint else None
                 if every and (epoch + 1) % every == 0:
-                    self._fit_save(epoch + 1, 0, train_data)
+                    record["checkpoint"] = self._fit_save(epoch + 1, 0, train_data)
         except WorkersUnavailable as err:
-            raise self._fit_stopped(err, train_data) from err
+            stopped = self._fit_stopped(err, train_data)
+            self._finish_result(result, started)
+            result.error = stopped
+            stopped.fit_result = result
+            raise stopped from err
+        return self._finish_result(result, started)
+
+    def _epoch_record(self, epoch: int, name_values: list, tic: float, step0: int,
+                      train_data: Any) -> dict:
+        """The FitResult record of an epoch just trained (validation is added after)."""
+        seconds = time.time() - tic
+        steps = self._global_step - step0
+        batch = getattr(train_data, "batch_size", None)
+        samples = steps * batch if isinstance(batch, int) else None
+        record = {"epoch": epoch, **{f"train_{n}": _plain_value(v) for n, v in name_values},
+                  "steps": steps, "samples": samples, "seconds": seconds,
+                  "samples_per_s": samples / seconds if samples and seconds > 0 else None,
+                  "checkpoint": None}
+        return record
+
+    def _finish_result(self, result: FitResult, started: float) -> FitResult:
+        """Fill in the checkpoints and the membership events of this fit."""
+        if self._checkpointer is not None:
+            kept = [str(f) for f in self._checkpointer.list()]
+            result.last_checkpoint = kept[-1] if kept else None
+            for record in result.epochs:
+                if record.get("checkpoint") is not None and str(record["checkpoint"]) not in kept:
+                    record["checkpoint"] = None  # pruned since (keep=)
+                elif record.get("checkpoint") is not None:
+                    record["checkpoint"] = str(record["checkpoint"])
+            first_val = next((k for r in result.epochs for k in r if k.startswith("val_")), "")
+            result.choose_best(higher_is_better=not any(
+                word in first_val for word in _LOWER_IS_BETTER))
+        pool = self.pool
+        if pool is not None:
+            result.events = [dict(e) for e in pool.events if e.get("time", 0) >= started]
+        return result
 
     def _fit_stopped(self, err: Exception, train_data: Any) -> Exception:
         """Too few workers to go on: checkpoint the last completed step when ``fit`` was
@@ -722,12 +773,13 @@ class BaseModule:
             callback(epoch, self.symbol, arg_params, aux_params)
 
     def _fit_evaluate(self, epoch: int, eval_data: Any, validation_metric: Any,
-                      eval_end_callback: Any, eval_batch_end_callback: Any) -> None:
+                      eval_end_callback: Any, eval_batch_end_callback: Any) -> list:
         """Score ``eval_data`` and log ``Epoch[e] Validation-<name>=<value>``."""
         results = self.score(eval_data, validation_metric, score_end_callback=eval_end_callback,
                              batch_end_callback=eval_batch_end_callback, epoch=epoch)
         for name, value in results:
             self.logger.info("Epoch[%d] Validation-%s=%f", epoch, name, value)
+        return results
 
     def _update_metric_from(self, eval_metric: Any, data_batch: Any) -> None:
         """update_metric with the labels of ``data_batch`` (a list of batches: pre-sliced)."""
@@ -882,3 +934,12 @@ class BaseModule:
                        force_init: bool = False) -> None:
         """Install an optimizer (see :meth:`Module.init_optimizer`)."""
         raise NotImplementedError()
+
+
+# metric names for which a lower validation value is the better checkpoint
+_LOWER_IS_BETTER = ("loss", "mse", "mae", "rmse", "entropy", "perplexity", "nll")
+
+
+def _plain_value(value: Any) -> Any:
+    """A metric value as a Python number where it is one (numpy scalars included)."""
+    return value.item() if hasattr(value, "item") and getattr(value, "size", 1) == 1 else value

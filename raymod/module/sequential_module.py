@@ -94,14 +94,15 @@ class SequentialModule(BaseModule):
         return self
 
     def fit(self, train_data: Any, *args: Any, checkpoint: Any = None, resume: bool = False,
-            **kwargs: Any) -> None:
-        """Train every module (see :meth:`BaseModule.fit`); ``checkpoint``/``resume`` are
-        not supported for a chain (ValueError before anything is trained)."""
+            **kwargs: Any) -> Any:
+        """Train every module (see :meth:`BaseModule.fit`, whose FitResult it returns);
+        ``checkpoint``/``resume`` are not supported for a chain (ValueError before anything
+        is trained)."""
         if checkpoint is not None or resume:
             raise ValueError("SequentialModule.fit(checkpoint=..., resume=...) is not "
                              "supported: save each module (save_checkpoint) from an "
                              "epoch_end_callback instead")
-        super().fit(train_data, *args, **kwargs)
+        return super().fit(train_data, *args, **kwargs)
 
     # ---- descriptions -----------------------------------------------------------------------
     @property
