@@ -4,6 +4,8 @@ Follows MXNet 1.9.1's test_contrib_svrg_module.py (spec section 5), including th
 skipped upstream, and checks that the full gradient is recomputed from scratch (MXNet's
 accumulator is not cleared between refreshes).
 """
+import time
+
 import numpy as np
 import pytest
 
@@ -488,6 +490,14 @@ def test_server_lost_during_the_full_gradient_pass(ray_cluster, close_modules, m
         if len(passes) == 2 and not killed:  # update_freq=2: the second pass (epoch 2)
             killed.append(group.state.kv.servers[0])
             ray.kill(killed[0], no_restart=True)
+            # ray.kill returns before the actor is gone: wait, so that the very next call
+            # (the pass's or mu's, not a later snapshot's) is the one that finds it dead
+            for _ in range(200):
+                try:
+                    ray.get(killed[0].progress.remote(), timeout=5)
+                except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                    break
+                time.sleep(0.05)
 
     original_pass, original_mu = RayExecutorGroup._full_gradient, RayExecutorGroup.set_full_gradient
 
