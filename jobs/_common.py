@@ -215,6 +215,13 @@ def connect(workers: rm.Workers | None, address: str | None = None) -> dict | No
     _LOG.info("Ray cluster %s (%s), resources %s", info["address"],
               "local" if info["local"] else "joined",
               {k: v for k, v in info["resources"].items() if k in ("CPU", "GPU")})
+    if info.get("dashboard_url"):
+        _LOG.info("Ray dashboard %s (with token authentication on, its page asks for the "
+                  "token in ~/.ray/auth_token, and the ray CLI needs RAY_AUTH_MODE=token)",
+                  info["dashboard_url"])
+    if info.get("metrics_export_port"):
+        _LOG.info("Ray metrics (raymod_samples_per_second, ...) at "
+                  "http://127.0.0.1:%s/metrics", info["metrics_export_port"])
     gpus = info["resources"].get("GPU", 0)
     if info["local"] and workers.min_workers * workers.gpus_per_worker > gpus:
         raise rm.MXNetError(f"{workers.min_workers} workers with {workers.gpus_per_worker} "
