@@ -113,6 +113,9 @@ def add_output_args(parser: argparse.ArgumentParser, name: str) -> None:
     group.add_argument("--resume", action="store_true",
                        help="continue from the newest checkpoint under --checkpoint-dir "
                             "(starts afresh if there is none)")
+    group.add_argument("--disp-batches", type=positive_int, default=None, metavar="N",
+                       help="log training speed and the metric every N batches, as MXNet's "
+                            "Speedometer does (default: once per epoch only)")
     group.add_argument("--tensorboard", default=None, metavar="DIR",
                        help="also write TensorBoard scalars (training and validation metrics, "
                             "worker membership) under DIR; needs raymod[tensorboard]")
@@ -288,12 +291,19 @@ class EpochMetrics:
     tensorboard : str, optional
         Also write the metrics as TensorBoard scalars in this folder
         (``rm.callback.TensorBoard``: the ``--tensorboard DIR`` flag).
+    disp_batches : int, optional
+        Also log a Speedometer line (samples/s and the metric) every this many batches
+        (the ``--disp-batches N`` flag).
     """
 
     def __init__(self, path: str, batch_size: int, has_validation: bool = True,
-                 mode: str = "w", fields: dict | None = None, tensorboard: str | None = None):
+                 mode: str = "w", fields: dict | None = None, tensorboard: str | None = None,
+                 disp_batches: int | None = None):
         self.log = rm.callback.MetricsLogger(path, mode=mode)
         self.tensorboard = None if tensorboard is None else rm.callback.TensorBoard(tensorboard)
+        # MXNet's example scripts log a Speedometer line every --disp-batches batches
+        self.speedometer = (rm.callback.Speedometer(batch_size, disp_batches)
+                            if disp_batches else None)
         self.batch_size = batch_size
         self.has_validation = has_validation
         self.fields = dict(fields or {})
@@ -318,6 +328,8 @@ class EpochMetrics:
         self._metric = param.eval_metric
         if self.tensorboard is not None:
             self.tensorboard(param)
+        if self.speedometer is not None:
+            self.speedometer(param)
 
     def epoch_end(self, epoch: int, *_: Any) -> None:
         """Epoch-end callback: closes the epoch's training time."""

@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> float:
     mod = rm.mod.Module(digits_convnet(), context=common.contexts_from_args(args),
                         workers=args.workers)
     metrics = common.EpochMetrics(args.metrics, args.batch_size,
-                                  mode="a" if args.resume else "w", tensorboard=args.tensorboard)
+                                  mode="a" if args.resume else "w", tensorboard=args.tensorboard,
+                                  disp_batches=args.disp_batches)
     try:
         common.connect(args.workers, args.address)
         start = time.time()

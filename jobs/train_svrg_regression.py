@@ -187,7 +187,8 @@ def train(method: str, args: argparse.Namespace, x: np.ndarray, y: np.ndarray,
                                   mode="w" if method == "sgd" and not args.resume else "a",
                                   fields={"method": method, "dataset": args.dataset},
                                   tensorboard=args.tensorboard and os.path.join(args.tensorboard,
-                                                                                method))
+                                                                                method),
+                                  disp_batches=args.disp_batches)
 
     def note_loss(_epoch, _symbol, arg_params, _aux_params):
         w = loss.weights(arg_params)

@@ -48,8 +48,11 @@ def test_train_digits_in_process_with_min_accuracy_gate(tmp_path):
     pytest.importorskip("sklearn")
     result = run_job("--epochs", 1, "--workers", 0, "--batch-size", 128, "--min-accuracy", 0.99,
                      "--checkpoint", tmp_path / "d", "--metrics", tmp_path / "m.jsonl",
-                     "--tensorboard", tmp_path / "tb")
+                     "--tensorboard", tmp_path / "tb", "--disp-batches", 4)
     assert result.returncode == 1, result.stderr[-3000:]  # one epoch is far from 99%
+    # --disp-batches 4: MXNet's Speedometer lines, at batches 4 and 8 of the epoch's 12
+    speed = [ln for ln in result.stderr.splitlines() if "Speed:" in ln]
+    assert len(speed) == 2 and all("samples/sec" in ln and "Epoch[0]" in ln for ln in speed)
     assert "below --min-accuracy" in result.stderr.splitlines()[-1]
     assert "Traceback" not in result.stderr
     assert (tmp_path / "d-0001.params").exists()
