@@ -21,7 +21,6 @@ import argparse
 import contextlib
 import dataclasses
 import logging
-import math
 import os
 import sys
 import time
@@ -210,11 +209,7 @@ def connect(workers: rm.Workers | None, address: str | None = None) -> dict | No
         if address is not None:
             _LOG.warning("training in process: --address %s is not used", address)
         return None
-    num_cpus = None
-    if address is None:
-        need = math.ceil(workers.min_workers * workers.cpus_per_worker)
-        num_cpus = max(os.cpu_count() or 1, need)
-    info = rm.cluster.init(address=address, num_cpus=num_cpus)
+    info = rm.cluster.init_for_workers(workers, address)
     _LOG.info("Ray cluster %s (%s), resources %s", info["address"],
               "local" if info["local"] else "joined",
               {k: v for k, v in info["resources"].items() if k in ("CPU", "GPU")})
@@ -225,11 +220,6 @@ def connect(workers: rm.Workers | None, address: str | None = None) -> dict | No
     if info.get("metrics_export_port"):
         _LOG.info("Ray metrics (raymod_samples_per_second, ...) at "
                   "http://127.0.0.1:%s/metrics", info["metrics_export_port"])
-    gpus = info["resources"].get("GPU", 0)
-    if info["local"] and workers.min_workers * workers.gpus_per_worker > gpus:
-        raise rm.MXNetError(f"{workers.min_workers} workers with {workers.gpus_per_worker} "
-                            f"GPU(s) each need {workers.min_workers * workers.gpus_per_worker}"
-                            f" GPUs; the local Ray cluster has {gpus:g}")
     return info
 
 

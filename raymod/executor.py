@@ -213,12 +213,12 @@ class Executor:
         self._aux_names = symbol.list_auxiliary_states()
         # user code sees the arrays through array_view.show (NDArray views under the MXNet
         # compatibility layer); kernels and the step below use the plain arrays
+        self._group2ctx = group2ctx
         self._arg_ctx = _array_contexts(symbol, ctx, group2ctx)
         grad_arrays = self._grads = [plain(g) for g in grad_arrays]
         aux_arrays = self._aux_plain = [plain(a) for a in aux_arrays]
-        self.arg_arrays = [show(a, self._arg_ctx.get(n, ctx))
-                           for n, a in zip(self._arg_names, arg_arrays)]
-        self.grad_arrays = [None if g is None else show(g, self._arg_ctx.get(n, ctx))
+        self.arg_arrays = [self._show_arg(n, a) for n, a in zip(self._arg_names, arg_arrays)]
+        self.grad_arrays = [None if g is None else self._show_arg(n, g)
                             for n, g in zip(self._arg_names, grad_arrays)]
         self.aux_arrays = [show(a, ctx) for a in aux_arrays]
         self.arg_dict = dict(zip(self._arg_names, self.arg_arrays))
@@ -589,8 +589,7 @@ class Executor:
             self.arg_arrays, self.arg_dict = list(self.arg_arrays), dict(self.arg_dict)
             for i, new in found["arg"]:
                 name = self._arg_names[i]
-                self.arg_arrays[i] = self.arg_dict[name] = show(new, self._arg_ctx.get(name,
-                                                                                       self._ctx))
+                self.arg_arrays[i] = self.arg_dict[name] = self._show_arg(name, new)
                 self._values[self.plan.arg_slots[i]] = plain(new)
         if found["aux"]:
             self.aux_arrays, self.aux_dict = list(self.aux_arrays), dict(self.aux_dict)
@@ -603,9 +602,8 @@ class Executor:
             moved = {}  # id(old plain array) -> new plain array
             self.grad_arrays = list(self.grad_arrays)
             for i, new in found["grad"]:
-                name = self._arg_names[i]
                 moved[id(grads[i])] = grads[i] = plain(new)
-                self.grad_arrays[i] = show(new, self._arg_ctx.get(name, self._ctx))
+                self.grad_arrays[i] = self._show_arg(self._arg_names[i], new)
             self._grads = grads
             self.grad_dict = {n: g for n, g in zip(self._arg_names, self.grad_arrays)
                               if g is not None}
@@ -667,8 +665,7 @@ class Executor:
                  for n, g in zip(self._arg_names, self.grad_arrays)]
         aux = [resized(n, a, False) for n, a in zip(self._aux_names, self.aux_arrays)]
         new = Executor.bind(self._symbol, self._ctx, args, args_grad=grads,
-                            grad_req=self._grad_req, aux_states=aux)
-        new._arg_ctx = self._arg_ctx
+                            grad_req=self._grad_req, aux_states=aux, group2ctx=self._group2ctx)
         # outputs share memory too, as in MXNet: from now on both executors write their
         # results into buffers (this one's own, the new one's a view of them where it fits)
         own = self._pin_outputs()
@@ -678,6 +675,11 @@ class Executor:
             for buf, out in zip(own, new.outputs)]
         new.outputs = [show(b, self._ctx) for b in new._output_buffers]
         return new
+
+    def _show_arg(self, name: str, array: Any) -> Any:
+        """An argument's (or its gradient's) array as user code sees it, with the context of
+        its ``ctx_group``."""
+        return show(array, self._arg_ctx.get(name, self._ctx))
 
     def _pin_outputs(self) -> list:
         """Give the outputs buffers of their own that every later forward writes into."""

@@ -7,7 +7,8 @@ actors a module runs on; :mod:`.naming` names the actors, :mod:`.metrics` export
 figures as Ray metrics.
 """
 from . import metrics, naming, pool
-from .local import LocalCluster, init, is_initialized, local_cluster, shutdown
+from .local import (LocalCluster, init, init_for_workers, is_initialized, local_cluster,
+                    shutdown)
 from .workers import Workers
 
-__all__ = ["init", "shutdown", "is_initialized", "LocalCluster", "local_cluster", "Workers"]
+__all__ = ["init", "init_for_workers", "shutdown", "is_initialized", "LocalCluster", "local_cluster", "Workers"]

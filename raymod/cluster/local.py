@@ -10,9 +10,12 @@ node loss), each with its own CPUs, custom resources and object store.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 from typing import Any
+
+from ..base import MXNetError
 
 __all__ = ["init", "shutdown", "is_initialized", "LocalCluster", "local_cluster"]
 
@@ -168,6 +171,33 @@ def _joins_loopback(address: str) -> bool:
 def is_local() -> bool:
     """Whether the connected cluster is a loopback one started by :func:`init`."""
     return _started_here["local"]
+
+
+def init_for_workers(workers: Any, address: str | None = None) -> dict:
+    """:func:`init` for a fit on ``workers`` (an ``rm.Workers``): a local cluster gets at
+    least the CPUs ``workers.min_workers`` ask for, so that the minimum starts on a small
+    machine (sharing its cores); ``address`` joins a running cluster as :func:`init` does.
+
+    Raises
+    ------
+    MXNetError
+        When the local cluster has fewer GPUs than ``min_workers`` need (rather than
+        waiting for workers that cannot start); a cluster this call started is shut down.
+    """
+    num_cpus = None
+    if address is None:
+        need = math.ceil(workers.min_workers * workers.cpus_per_worker)
+        num_cpus = max(os.cpu_count() or 1, need)
+    started = not is_initialized()
+    info = init(address=address, num_cpus=num_cpus)
+    gpus = info["resources"].get("GPU", 0)
+    if info["local"] and workers.min_workers * workers.gpus_per_worker > gpus:
+        if started:
+            shutdown()
+        raise MXNetError(f"{workers.min_workers} workers with {workers.gpus_per_worker} "
+                         f"GPU(s) each need {workers.min_workers * workers.gpus_per_worker}"
+                         f" GPUs; the local Ray cluster has {gpus:g}")
+    return info
 
 
 def shutdown() -> None:

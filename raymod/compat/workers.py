@@ -130,22 +130,16 @@ def connect(workers: Workers) -> bool:
         When a local cluster has fewer GPUs than ``min_workers`` x ``gpus_per_worker``
         (rather than waiting for workers that cannot start).
     """
+    from ..base import MXNetError
     from ..cluster import local
     if local.is_initialized():
         return False
-    address = os.environ.get("RAY_ADDRESS") or None
-    need = math.ceil(workers.min_workers * workers.cpus_per_worker)
-    info = local.init(address=address,
-                      num_cpus=None if address else max(os.cpu_count() or 1, need))
+    try:
+        info = local.init_for_workers(workers, os.environ.get("RAY_ADDRESS") or None)
+    except MXNetError as err:  # too few GPUs on the local cluster
+        raise UsageError(f"--gpus-per-worker: {err}") from None
     _LOG.info("Ray cluster %s (%s) for %s", info["address"],
               "local" if info["local"] else "joined", workers)
-    gpus = info["resources"].get("GPU", 0)
-    if info["local"] and workers.min_workers * workers.gpus_per_worker > gpus:
-        local.shutdown()
-        raise UsageError(f"--gpus-per-worker: {workers.min_workers} workers with "
-                         f"{workers.gpus_per_worker} GPU(s) each need "
-                         f"{workers.min_workers * workers.gpus_per_worker} GPUs, got a local "
-                         f"Ray cluster with {gpus:g}")
     return True
 
 
