@@ -66,6 +66,12 @@ def server_options(kvstore: Any, shard: int) -> dict:
     return _scope_of(kvstore, pool=False).options("kvserver", shard)
 
 
+def standby_options(kvstore: Any, shard: int) -> dict:
+    """Actor options naming the hot standby of KVServer ``shard`` of ``kvstore``
+    (``raymod-kvstandby-<shard>``)."""
+    return _scope_of(kvstore, pool=False).options("kvstandby", shard)
+
+
 def namespace_of(owner: Any) -> str | None:
     """The namespace of a pool's or kvstore's actors (None before it made any)."""
     scope = _scopes.get(owner)

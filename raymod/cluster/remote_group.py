@@ -523,6 +523,7 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         self._with_servers("init_optimizer", setup)
         if kv.mode == "sync":
             self._snapshot_now()
+            self._tend_standbys()
 
 
 @functools.lru_cache(maxsize=64)

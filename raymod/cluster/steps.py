@@ -130,6 +130,7 @@ class StepRunner:
             st.replay.append((st.step - 1, tasks, svrg))
             if st.step % snapshots.SNAPSHOT_EVERY == 0:
                 self._snapshot_now()
+            self._tend_standbys()
 
     def _run_step(self, tasks: list[dict], metric: Any, svrg: bool, replay: bool = False) -> None:
         st = self.state

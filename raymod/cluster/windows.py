@@ -65,10 +65,11 @@ class WindowRunner:
         (metrics merged, callbacks called): afterwards the servers, the workers and
         ``state.weights`` agree on the last step, as after a step-by-step ``train_step``."""
         st = self.state
-        if st.planned:
-            self._launch()
-        while st.inflight:
-            self._collect_oldest()
+        while st.planned or st.inflight:  # a recovery hands unfinished steps back to plan
+            if st.planned:
+                self._launch()
+            if st.inflight:
+                self._collect_oldest()
         st.launched = False
         self._finish_steps()
 
@@ -201,7 +202,13 @@ class WindowRunner:
             self._adopt_snapshot(steps[-1].step)
         except ServerLost:
             pass  # the older snapshot and the whole log stay; the next call meets the loss
-        st.weights = None if st.inflight else st.kv.weights_after(steps[-1].step)
+        try:
+            st.weights = None if st.inflight else st.kv.weights_after(steps[-1].step)
+        except ServerLost:
+            if recovering:
+                raise
+            st.weights = None  # the workers wait on the servers, and meet the loss there
+        self._tend_standbys()
         self.pool.release_leaving()
         self.pool.controller.done("window")  # a loss inside the window is repaired now
         self._finish_steps()

@@ -24,11 +24,14 @@ from .base import KVStoreBase, register
 from .compression import GradientCompression
 from .layout import ShardLayout
 from .server import KVServer, ServerLost
+from .standby import Standbys
 
 __all__ = ["DistKVStore"]
 
 #: environment variable giving the number of server shards (MXNet's name)
 NUM_SERVERS_ENV = "DMLC_NUM_SERVER"
+#: environment variable: "1" gives every shard a hot standby (see ``standby``)
+STANDBY_ENV = "RAYMOD_KVSTORE_STANDBY"
 _TYPES = ("dist_sync", "dist_device_sync", "dist_async", "dist")
 
 
@@ -63,6 +66,13 @@ class DistKVStore(KVStoreBase):
     server_resources : dict, optional
         Ray custom resources each server actor asks for (a replacement too), e.g.
         ``{"ps": 1}`` to keep the servers on the nodes that offer ``ps``.
+    standby : bool, optional
+        Give every shard a hot standby (``dist_sync`` only; default
+        ``$RAYMOD_KVSTORE_STANDBY == "1"``): a second server actor, on another node when
+        there is one, that takes every step before it is published; a lost server is then
+        replaced by its standby at once instead of restoring the driver's snapshot and
+        replaying the steps since. Costs each step one copy of the summed gradient to the
+        standby and the standby's optimizer run (in parallel with the primary's).
 
     Notes
     -----
@@ -73,7 +83,8 @@ class DistKVStore(KVStoreBase):
     """
 
     def __init__(self, name: str = "dist_sync", num_servers: int | None = None,
-                 shared_memory: bool = True, server_resources: dict | None = None):
+                 shared_memory: bool = True, server_resources: dict | None = None,
+                 standby: bool | None = None):
         from ..cluster import local
         if name not in _TYPES:
             raise ValueError(f"unknown dist kvstore type {name!r}; known: {', '.join(_TYPES)}")
@@ -88,6 +99,13 @@ class DistKVStore(KVStoreBase):
                            for k, v in server_resources.items())):
             raise ValueError(f"server_resources must map resource names to amounts > 0, got "
                              f"{server_resources!r}")
+        if standby is None:
+            standby = os.environ.get(STANDBY_ENV, "0") == "1"
+        if not isinstance(standby, bool):
+            raise ValueError(f"standby must be a bool, got {standby!r}")
+        if standby and name == "dist_async":
+            raise ValueError("standby=True needs a dist_sync kvstore (a dist_async step is "
+                             "never published as a whole), got 'dist_async'")
         local.init()
         import ray
         self._type = "dist_sync" if name == "dist" else name
@@ -110,6 +128,7 @@ class DistKVStore(KVStoreBase):
         self.writes = 0  # direct changes (not steps): a recovery snapshot must follow them
         self._version = 0
         self.num_workers_attached = 1
+        self.standbys = Standbys(self) if standby else None
 
     @classmethod
     def _from_name(cls, name: str) -> "DistKVStore":
@@ -327,6 +346,8 @@ class DistKVStore(KVStoreBase):
 
     def close(self) -> None:
         """Stop the server actors (the store is unusable afterwards)."""
+        if self.standbys is not None:
+            self.standbys.close()
         closing = [s.close.remote() for s in self.servers]
         waits.settle(closing, 10)  # dead ones never answer
         for server in self.servers:
@@ -429,6 +450,31 @@ class DistKVStore(KVStoreBase):
         self._get(calls)
         return server
 
+    def tend_standbys(self) -> None:
+        """Start the missing hot standbys and attach those that are up (without waiting
+        for any to start); nothing without ``standby``."""
+        if self.standbys is not None:
+            self.standbys.tend()
+
+    def promote_standbys(self) -> list[int] | None:
+        """Replace every dead server by its hot standby: the replaced shards, or None when
+        some dead shard has no standby holding all its steps (nothing is changed then)."""
+        if self.standbys is None:
+            return None
+        dead = self.dead_shards()
+        if not dead:
+            return []
+        live = [-1 if s in dead else None for s in range(len(self.servers))]
+        answers = self._get([self.servers[s].progress.remote()
+                             for s, n in enumerate(live) if n is None])
+        done = iter(p["steps_done"] for p in answers)
+        steps = [-1 if n == -1 else next(done) for n in live]
+        if not self.standbys.promote(dead, steps, PING_SECONDS):
+            return None
+        self._weights = None
+        self.generation += 1
+        return dead
+
     def restore(self, snapshot: list) -> list[int]:
         """Bring every shard back to a :meth:`snapshot`, starting new servers for dead ones.
 
@@ -479,7 +525,11 @@ class DistKVStore(KVStoreBase):
 
     def steps_done(self) -> int:
         """The last step every shard has finished."""
-        return min(p["steps_done"] for p in self._call_all("progress"))
+        return min(self.shard_steps())
+
+    def shard_steps(self) -> list[int]:
+        """Each shard's last finished step."""
+        return [p["steps_done"] for p in self._call_all("progress")]
 
     def idle_seconds(self) -> float:
         """Seconds since some shard last finished a step (a hung worker stalls them all)."""

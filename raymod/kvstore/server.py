@@ -19,6 +19,13 @@ machine compute with them in place; a push may name a worker's block instead of 
 bytes. A sync server keeps two such blocks and writes each step's values into the one not
 published: a worker that recomputes a lost slice of step k after the step was already
 applied (its first worker pushed, then died) still finds step k's weights.
+
+A sync shard may have a hot standby (:meth:`KVServer.attach_standby`): another KVServer
+actor, on another node when there is one, holding a copy of the shard's whole state. Each
+finished step's summed gradient (and folded metric) goes to it before the step is
+published, and it runs the same optimizer on it, so it holds every published step,
+bit-identical; a direct change (a write, new keys, optimizer states) copies the whole state
+again. A lost primary is replaced by promoting its standby, with no snapshot to restore.
 """
 from __future__ import annotations
 
@@ -45,6 +52,11 @@ __all__ = ["KVServer", "Published", "ServerLost"]
 
 _LOG = logging.getLogger(__name__)
 
+#: how long a primary waits for its standby to take a step before dropping it (the driver
+#: starts a new one); far below the driver's step deadline, so a stalled standby never makes
+#: the primary look hung
+STANDBY_SECONDS = 3.0
+
 
 class ServerLost(MXNetError):
     """A KVServer shard died: its values must be restored before training goes on."""
@@ -57,6 +69,18 @@ def _locked(method: Callable) -> Callable:
     def run(self, *args, **kwargs):
         with self._lock:
             return method(self, *args, **kwargs)
+    return run
+
+
+def _mirrored(method: Callable) -> Callable:
+    """A direct change of the shard's state (not a step): under the lock, and copied whole
+    to the standby afterwards."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self._lock:
+            out = method(self, *args, **kwargs)
+            self._sync_standby()
+            return out
     return run
 
 
@@ -113,13 +137,19 @@ class KVServer:
         self._lock = threading.RLock()
         self._done = threading.Condition(self._lock)  # a step finished, or an abort
         self._doorbell: DoorbellServer | None = None
+        self.standby: Any = None              # this shard's hot standby (an actor handle)
 
     def ping(self) -> int:
         """This server's shard (a liveness check)."""
         return self.shard
 
+    def node_id(self) -> str:
+        """The Ray node this server runs on (a standby is placed on another one)."""
+        import ray
+        return ray.get_runtime_context().get_node_id()
+
     # ---- keys -----------------------------------------------------------------------------
-    @_locked
+    @_mirrored
     def add(self, pieces: list[Piece], payload: dict[str, np.ndarray]) -> int:
         """Append new pieces (their values are at their offsets of ``payload``)."""
         sizes = {dt: b.size for dt, b in self.buffers.items()}
@@ -167,7 +197,7 @@ class KVServer:
         self.block, self.spare = self.spare, self.block
         self._use(self.block.arrays)
 
-    @_locked
+    @_mirrored
     def write(self, values: dict) -> int:
         """Overwrite pieces: ``{key: values of this shard's piece}`` (init of a known key,
         broadcast)."""
@@ -178,24 +208,24 @@ class KVServer:
         return self.version
 
     # ---- how pushes are applied ---------------------------------------------------------------
-    @_locked
+    @_mirrored
     def set_optimizer(self, optimizer: Optimizer | None) -> None:
         """Run ``optimizer`` on every aggregated push (None: pushes replace values)."""
         self.updater = None if optimizer is None else Updater(optimizer)
         self.custom = None
 
-    @_locked
+    @_mirrored
     def set_updater(self, updater: Callable) -> None:
         """Call ``updater(key, received, stored)`` per piece instead of an optimizer."""
         self.updater, self.custom = None, updater
 
-    @_locked
+    @_mirrored
     def set_corrections(self, pairs: dict) -> None:
         """Add key ``pairs[k]``'s value to key ``k``'s aggregated gradient before each
         update (SVRG's full gradient); correction keys change only by direct pushes."""
         self.corrections = dict(pairs)
 
-    @_locked
+    @_mirrored
     def set_compression(self, threshold: float | None) -> None:
         """Pushes arrive 2-bit quantized with this threshold (None: uncompressed)."""
         self.threshold = threshold
@@ -254,22 +284,45 @@ class KVServer:
             raise RuntimeError(f"shard {self.shard}: step {step} lacks slices {lost}")
         slot = self.pending.pop(step)
         grads = [self._decode(slot[s]) for s in sorted(slice_ids)]
-        if self.updater is None and self.custom is None and not self.corrections:
+        if self._replaces():
             self._flip(carry=False)
-            _sum_into(grads, self.buffers)  # the sum replaces the values: write it there
-            self.version += 1
+            summed = _sum_into(grads, self.buffers)  # the sum replaces the values: write it there
         else:
             if not self.scratch:
                 self.scratch = {dt: np.empty_like(b) for dt, b in self.buffers.items()}
-            _sum_into(grads, self.scratch)
+            summed = _sum_into(grads, self.scratch)
+        if step in self.metrics:
+            self.metrics[step] = self._fold_metric(self.metrics[step])
+        # sent before the update here, so that the standby updates at the same time
+        taken = None if self.standby is None else \
+            self.standby.replicate.remote(step, summed, self.metrics.get(step))
+        self._apply_step(summed, copy=False)
+        if taken is not None:
+            self._await_standby(taken)
+        return self._step_done(step)
+
+    def _replaces(self) -> bool:
+        """Whether a step's summed pushes replace the values (no optimizer, no updater)."""
+        return self.updater is None and self.custom is None and not self.corrections
+
+    def _apply_step(self, summed: dict[str, np.ndarray], copy: bool) -> None:
+        """Make the values those after a step whose summed gradient is ``summed`` (``copy``:
+        the sum is not already in the values' block, as it is on a primary that replaces)."""
+        if not self._replaces():
             self._flip(carry=True)
-            self._apply(self._all(self.scratch))
+            self._apply(self._all(summed))
+            return
+        if copy:
+            self._flip(carry=False)
+            _sum_into([summed], self.buffers)
+        self.version += 1
+
+    def _step_done(self, step: int) -> list:
+        """Publish ``step``: progress, the values' history, a snapshot asked for, waiters."""
         self.steps_done = step
         self._finished_at = time.monotonic()
         for old in [s for s in self.pending if s <= step]:
             del self.pending[old]
-        if step in self.metrics:
-            self.metrics[step] = self._fold_metric(self.metrics[step])
         published = self.published()
         self._history = {step - 1: self._history.get(step - 1), step: published}
         if step in self._snapshot_at:  # asked for ahead: taken here, fetched later
@@ -314,7 +367,7 @@ class KVServer:
             self._done.notify_all()
         self._wake_doorbell()
 
-    @_locked
+    @_mirrored
     def set_metric(self, metric: Any) -> None:
         """Fold each finished step's per-slice metric states with ``metric.merge_parts``
         (None: hand them over per slice)."""
@@ -339,6 +392,8 @@ class KVServer:
         out = {s: m for s, m in self.metrics.items() if s <= last_step}
         for s in out:
             del self.metrics[s]
+        if out and self.standby is not None:
+            self.standby.forget_metrics.remote(last_step)  # order does not matter: no wait
         return out
 
     @_locked
@@ -349,7 +404,7 @@ class KVServer:
                 "idle_s": time.monotonic() - self._finished_at,
                 "pending": {s: sorted(slot) for s, slot in self.pending.items()}}
 
-    @_locked
+    @_mirrored
     def apply_now(self, values: dict) -> int:
         """Apply the driver's own push at once: ``{key: values of this shard's piece}``."""
         self._apply([(p, w, values[p.key]) for p, w in self.views if p.key in values])
@@ -487,7 +542,7 @@ class KVServer:
             raise RuntimeError("no optimizer on this kvstore server")
         return self.updater.get_states()
 
-    @_locked
+    @_mirrored
     def set_optimizer_states(self, states: bytes) -> None:
         """Load states produced by :meth:`get_optimizer_states`."""
         if self.updater is None:
@@ -495,7 +550,6 @@ class KVServer:
         self.updater.set_states(states)
 
     # ---- recovery ---------------------------------------------------------------------------
-    @_locked
     @_locked
     def snapshot_at(self, step: int) -> bool:
         """Take a :meth:`snapshot` when ``step`` finishes (run-ahead: the driver does not
@@ -517,7 +571,7 @@ class KVServer:
                 "optimizer_states": None if self.updater is None else self.updater.get_states(),
                 "steps_done": self.steps_done, "version": self.version}
 
-    @_locked
+    @_mirrored
     def restore(self, snap: dict) -> None:
         """Return to a :meth:`snapshot` (pieces and optimizer must already be set)."""
         for dt, b in snap["buffers"].items():
@@ -534,6 +588,83 @@ class KVServer:
         self.version = snap["version"] + 1
         self._done.notify_all()
         self._wake_doorbell()
+
+
+    # ---- hot standby ------------------------------------------------------------------------
+    @_locked
+    def attach_standby(self, standby: Any) -> bool:
+        """Make ``standby`` (a KVServer actor) this shard's hot standby: it gets a copy of
+        the whole state now and every step from now on. False if it failed to take the
+        copy (it is then dropped)."""
+        if self.mode != "sync":
+            raise MXNetError("a hot standby needs a dist_sync kvstore")
+        self.standby = standby
+        self._sync_standby()
+        return self.standby is not None
+
+    @_locked
+    def has_standby(self) -> bool:
+        """Whether a standby is attached (one that failed to take a step is dropped)."""
+        return self.standby is not None
+
+    def _sync_standby(self) -> None:
+        """Copy the whole state to the standby (after a direct change)."""
+        if self.standby is None:
+            return
+        state = {"pieces": self.pieces, "snapshot": self.snapshot(),
+                 "optimizer": None if self.updater is None else self.updater.optimizer,
+                 "custom": self.custom, "threshold": self.threshold,
+                 "corrections": self.corrections, "metric": self.metric,
+                 "metrics": {s: m for s, m in self.metrics.items() if s <= self.steps_done}}
+        self._await_standby(self.standby.mirror.remote(state))
+
+    def _await_standby(self, ref: Any) -> None:
+        """Wait for the standby to take a step or a copy; drop it if it died or stalls (the
+        driver starts another), so that the primary goes on alone."""
+        import ray
+        try:
+            ray.get(ref, timeout=STANDBY_SECONDS)
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as err:
+            _LOG.warning("kvstore shard %d: standby dropped (%s)", self.shard,
+                         type(err).__name__)
+            ray.kill(self.standby, no_restart=True)
+            self.standby = None
+
+    @_locked
+    def mirror(self, state: dict) -> None:
+        """Become a copy of a primary's whole state (see :meth:`_sync_standby`)."""
+        for block in (self.block, self.spare):
+            if block is not None:
+                block.unlink()
+        self.block = self.spare = None
+        self.pieces, self.buffers, self.scratch, self.views = [], {}, {}, []
+        self.add(state["pieces"], state["snapshot"]["buffers"])
+        self.updater = None if state["optimizer"] is None else Updater(state["optimizer"])
+        self.custom, self.threshold = state["custom"], state["threshold"]
+        self.corrections, self.metric = dict(state["corrections"]), state["metric"]
+        self.restore(state["snapshot"])
+        self.metrics = dict(state["metrics"])
+
+    @_locked
+    def replicate(self, step: int, summed: dict[str, np.ndarray], metric: Any) -> int:
+        """A standby takes its primary's step ``step``: the summed gradient (or the new
+        values, without an optimizer) and the step's folded metric state."""
+        if step <= self.steps_done:
+            return self.steps_done
+        if step != self.steps_done + 1:
+            raise RuntimeError(f"standby of shard {self.shard}: step {step} after "
+                               f"{self.steps_done}")
+        self._apply_step(summed, copy=True)
+        if metric is not None:
+            self.metrics[step] = metric
+        self._step_done(step)
+        return step
+
+    @_locked
+    def forget_metrics(self, last_step: int) -> None:
+        """A standby drops the metric states its primary handed over."""
+        for s in [s for s in self.metrics if s <= last_step]:
+            del self.metrics[s]
 
 
 def _block_json(published: Published) -> dict:

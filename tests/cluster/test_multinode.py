@@ -1,6 +1,8 @@
 """Modules on several Ray nodes: raylets added to the session's loopback cluster, workers and
 KVServers placed on them with custom resources, nodes removed and added mid-fit. Every run
 ends within 1e-5 of the same training in one process."""
+import time
+
 import numpy as np
 import pytest
 import ray
@@ -20,6 +22,7 @@ HIDDEN = (256, 128)
 WORKER = "mn_worker"  # the custom resource of nodes that take workers
 SERVER = "mn_server"  # ... and of nodes that take KVServers
 LOST_SERVER = "mn_server_lost"  # ... and of the nodes of the server lost with its node
+STANDBY = "mn_standby"  # ... and of the two nodes of a server and its hot standby
 
 
 def fit(workers=None, close=None, on_batch=None, epochs=2, kvstore="local"):
@@ -183,6 +186,34 @@ def test_kvserver_node_removed_mid_fit(nodes, close_modules, kvstore, reference)
     assert recovery["steps_replayed"] >= 22 - recovery["snapshot_step"]
     assert server_node(kv.servers[0]) == moved[0].node_id
     assert not [e for e in mod._pool.events if e["event"] == "lost"]
+
+
+def test_kvserver_node_removed_with_a_hot_standby_on_another_node(nodes, close_modules,
+                                                                   kvstore, reference):
+    """With ``standby=True`` the standby goes to the other node offering the servers'
+    resource (each node could hold both); removing the primary's node promotes it: no
+    snapshot restored, the trajectory kept."""
+    both = [nodes.add(num_cpus=0, **{STANDBY: 2}) for _ in range(2)]
+    kv = kvstore(server_resources={STANDBY: 1}, standby=True)
+    placed = {}
+
+    def remove_the_primarys_node(mod):
+        deadline = time.monotonic() + 60
+        while 0 not in kv.standbys.attached:
+            assert time.monotonic() < deadline, "the standby never attached"
+            time.sleep(0.05)
+            kv.tend_standbys()
+        placed["primary"] = server_node(kv.servers[0])
+        placed["standby"] = server_node(kv.standbys.attached[0])
+        nodes.remove(next(n for n in both if n.node_id == placed["primary"]))
+
+    mod, got = fit(rm.Workers(2, resources={WORKER: 1}, run_ahead=2), close_modules,
+                   on_step({22: remove_the_primarys_node}), kvstore=kv)
+    assert_close(reference, got)
+    assert placed["primary"] != placed["standby"]
+    (recovery,) = mod._exec_group.state.recoveries
+    assert recovery["standby_promoted"] and recovery["snapshot_step"] is None
+    assert server_node(kv.servers[0]) == placed["standby"]
 
 
 def test_node_added_mid_fit_workers_grow_onto_it(nodes, close_modules, kvstore, reference):

@@ -9,7 +9,7 @@ import ray
 import raymod as rm
 import raymod.model
 
-from nets import mlp
+from nets import argmax_rows, mlp
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
 
@@ -17,10 +17,7 @@ STEPS_PER_EPOCH = 10
 
 
 def data():
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((STEPS_PER_EPOCH * 40, 16)).astype(np.float32)
-    y = (x[:, :10].argmax(axis=1)).astype(np.float32)
-    return rm.io.NDArrayIter(x, y, batch_size=40, shuffle=True, seed=2)
+    return argmax_rows(STEPS_PER_EPOCH)
 
 
 def fit(close, workers=2, epochs=2, kvstore="dist_sync", on_batch=None):

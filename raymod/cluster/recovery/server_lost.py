@@ -1,6 +1,10 @@
 """A KVServer lost (its actor or process killed, its node gone, or silent past its deadline):
 the controller's ``RestoreServers`` and ``Retry``.
 
+With hot standbys (``DistKVStore(standby=True)``) a lost server's standby takes its place and
+only the steps some shard has not finished are computed again; without one (or when a
+standby is lost too) the driver's snapshot is restored, as follows.
+
 Every call site that talks to the servers runs through :meth:`ServerRecovery._with_servers`
 or catches :class:`~raymod.kvstore.server.ServerLost` itself and calls
 :meth:`ServerRecovery._server_lost`; the controller then runs :meth:`ServerRecovery._restore`:
@@ -49,6 +53,14 @@ class ServerRecovery:
             ServerDied(during, str(err).splitlines()[0], through),
             have_snapshot=self.state.snapshot is not None)
 
+    def _tend_standbys(self) -> None:
+        """Between steps: start or attach the hot standbys still missing (a server lost
+        meanwhile is met, and repaired, by the next call on the servers)."""
+        try:
+            self.state.kv.tend_standbys()
+        except ServerLost:
+            pass
+
     def _restore(self, action: RestoreServers, event: ServerDied) -> None:
         """The controller's ``RestoreServers``: new servers for the dead shards, with the
         values of the driver's last snapshot and every logged step since replayed (or,
@@ -57,16 +69,24 @@ class ServerRecovery:
         moments.reached("recovery", pool=self.pool)
         t0 = time.perf_counter()
         st.snapshot_due = None  # the servers forgot it
-        if action.source == "setup":
+        through = st.step - 1 if event.step is None else event.step
+        promoted = st.kv.promote_standbys() if st.update_on_kvstore else None
+        if promoted is not None:  # every step the lost servers published is on the standbys
+            snap_step, replaced = None, promoted
+            # only a step some shard finished and another did not is computed again here
+            shard_steps = st.kv.shard_steps()
+            first, last = min(shard_steps) + 1, min(max(shard_steps), through)
+            redo = [(step, tasks, svrg) for step, tasks, svrg in st.replay
+                    if first <= step <= last]
+            self.pool.broadcast("set_servers", st.kv.servers, key="servers")
+        elif action.source == "setup":
             replaced = st.kv.restart_dead()
             snap_step, redo = None, []
         else:
             snap_step, refs = st.snapshot
-            through = st.step - 1 if event.step is None else event.step
             redo = [(step, tasks, svrg) for step, tasks, svrg in st.replay if step <= through]
             replaced = st.kv.restore(refs)
             st.kv.set_metric(st.metric)
-        if snap_step is not None:  # (a set-up run again connects the workers itself)
             self.pool.broadcast("set_servers", st.kv.servers, key="servers")
         if redo and not st.update_on_kvstore:  # workers update locally: the old step call
             st.step, st.weights = snap_step + 1, st.kv.weights()
@@ -78,6 +98,7 @@ class ServerRecovery:
                 self._rerun(Planned(step, tasks, svrg, None), losses)
         st.weights = st.kv.weights() if st.kv.mode == "sync" else ("latest", None)
         event_log = {"event": "kvserver_recovered", "shards": replaced, "during": event.during,
+                     "standby_promoted": promoted is not None,
                      "snapshot_step": snap_step, "steps_replayed": len(redo),
                      "seconds": time.perf_counter() - t0, "time": time.time(),
                      "error": event.error}
@@ -85,6 +106,7 @@ class ServerRecovery:
         self.pool.events.append(event_log)
         self.pool.logger.warning("kvstore servers %s lost during %s: %s, %d steps replayed "
                                  "in %.2f s", replaced, event.during,
+                                 "promoted their standbys" if promoted is not None else
                                  "set up again" if snap_step is None else
                                  f"restored the step-{snap_step} snapshot", len(redo),
                                  event_log["seconds"])
