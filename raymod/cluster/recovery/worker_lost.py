@@ -91,23 +91,32 @@ class WorkerLossRecovery:
 
     def _complete_after_failure(self, steps: list[Planned], losses: Losses,
                                 server_lost: Exception | None) -> None:
-        """Complete ``steps`` one at a time after a failure: from the first step some shard
-        has not finished or, after a lost server, from the snapshot on (every step since is
-        replayed; only ``steps`` are reported)."""
+        """Complete the first step of ``steps`` some shard has not finished, on the live
+        workers and from the values after the step before (after a lost server, first the
+        standbys or the snapshot: every step since is replayed); that brings every shard to
+        one step boundary, so the later steps go back to the planned ones and run as
+        windows again: a loss costs about one step, not a window of single steps."""
         st = self.state
         while True:
             try:
-                if server_lost is not None:  # back to the snapshot, the steps since replayed
+                if server_lost is not None:  # servers replaced (standbys or the snapshot)
                     self._server_lost(server_lost, "window", steps[-1].step, losses)
                     server_lost = None
                 first = st.kv.steps_done() + 1
-                for p in steps:
-                    if p.step >= first:
-                        self._rerun(p, losses)
+                ahead = [p for p in steps if p.step >= first]
+                if ahead:
+                    self._rerun(ahead[0], losses)
                 if losses.ranks:
                     self._recovered(losses, max(first, steps[0].step))
                     losses = Losses()
-                self._completed(steps, recovering=True)
+                done = len(steps) - len(ahead) + (1 if ahead else 0)
+                rest = list(steps[done:])
+                st.planned = rest + st.planned
+                try:
+                    self._completed(steps[:done], recovering=True)
+                except ServerLost:
+                    del st.planned[:len(rest)]  # planned again after the servers' repair
+                    raise
                 return
             except ServerLost as err:
                 server_lost = err
