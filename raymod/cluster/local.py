@@ -95,10 +95,22 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
             # the dashboard (and the State API behind `ray list actors`) on loopback only
             kwargs.setdefault("include_dashboard", True)
             kwargs.setdefault("dashboard_host", _LOOPBACK)
+            chosen = "dashboard_port" not in kwargs
             kwargs.setdefault("dashboard_port", _dashboard_port())
-            # address="local": always a new cluster, never one some `ray start` left running
-            ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus,
-                     _node_ip_address=_LOOPBACK, **kwargs)
+            for attempt in range(DASHBOARD_TRIES):
+                try:
+                    # address="local": always a new cluster, never one `ray start` left
+                    ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus,
+                             _node_ip_address=_LOOPBACK, **kwargs)
+                    break
+                except Exception as err:
+                    # another cluster starting on this machine took the free port first
+                    port = kwargs["dashboard_port"]
+                    if not chosen or attempt + 1 == DASHBOARD_TRIES or not (
+                            "valid port for dashboard" in str(err) or f":{port} " in str(err)):
+                        raise
+                    ray.shutdown()
+                    kwargs["dashboard_port"] = _dashboard_port(0)
         else:
             ray.init(address=address, **kwargs)
         _LOG.info("Ray %s cluster at %s", "local" if local else "joined",
@@ -110,6 +122,8 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
 
 #: Ray's dashboard port, used when free
 DASHBOARD_PORT = 8265
+#: starts of a local cluster when the dashboard's port is taken meanwhile (then another one)
+DASHBOARD_TRIES = 3
 
 
 def _dashboard_port(preferred: int = DASHBOARD_PORT) -> int:
