@@ -18,6 +18,7 @@ training in one process (the trajectory must not depend on the faults).
     python bench/bench_soak.py [--workers 8] [--cpus-per-worker 0.25] [--servers 2]
         [--steps 6000] [--stretch 500] [--worker-every 20] [--server-every 90]
         [--no-standby] [--seed 0] [--quick]
+    python bench/bench_soak.py --cost 3 --steps 1000   # what replication costs a step
 
 Prints one JSON object per fault and a summary, then a table.
 """
@@ -28,6 +29,7 @@ import logging
 import os
 import random
 import signal
+import statistics
 import sys
 import threading
 import time
@@ -151,6 +153,27 @@ def fit(args, workers=None, kv=None, callback=None):
     return mod
 
 
+def replication_cost(args) -> None:
+    """Failure-free steps/s without and with hot standbys, alternated ``--cost`` times each
+    in one process (the same load for both)."""
+    rates = {False: [], True: []}
+    for _ in range(args.cost):
+        for standby in (False, True):
+            kv = DistKVStore("dist_sync", num_servers=args.servers, standby=standby)
+            t0 = time.time()
+            mod = fit(args, rm.Workers(args.workers, cpus_per_worker=args.cpus_per_worker), kv)
+            rates[standby].append(args.steps / (time.time() - t0))
+            mod.close()
+            kv.close()
+    without, with_ = (statistics.median(rates[k]) for k in (False, True))
+    emit(kind="replication_cost", steps=args.steps, runs=args.cost,
+         steps_per_s_without=without, steps_per_s_with=with_, load=os.getloadavg()[0])
+    print(f"\nfailure-free, {args.workers} workers, {args.servers} KVServers, median of "
+          f"{args.cost} fits of {args.steps} steps: {without:.1f} steps/s without standbys, "
+          f"{with_:.1f} with ({100 * (1 - with_ / without):.1f} % per step for replication; "
+          f"{1e3 / with_ - 1e3 / without:.2f} ms)")
+
+
 def pct(values: list[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
@@ -167,6 +190,8 @@ def main() -> None:
     ap.add_argument("--no-standby", dest="standby", action="store_false")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--verbose", action="store_true", help="log every loss and recovery")
+    ap.add_argument("--cost", type=int, default=0, metavar="N",
+                    help="instead: N failure-free fits without and with standbys, alternated")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 2000 steps, a kill every 5 s / 15 s")
     args = ap.parse_args()
@@ -179,6 +204,9 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     load = [os.getloadavg()[0]]
     rm.cluster.init(num_cpus=max(2, int(np.ceil(args.workers * args.cpus_per_worker))))
+    if args.cost:
+        replication_cost(args)
+        return
     kv = DistKVStore("dist_sync", num_servers=args.servers, standby=args.standby)
     monitor = Monitor(kv)
     killer = []
