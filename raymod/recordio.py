@@ -21,7 +21,7 @@ import numbers
 import os
 import struct
 from collections import namedtuple
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -106,6 +106,50 @@ def read_record(src: Any) -> bytes | None:
         parts.append(data[:length])
         if flag in (_WHOLE, _LAST):
             return _MAGIC_BYTES.join(parts)
+
+
+class _At:
+    """A ``read(n)`` view of a random-access file from ``offset`` on, through ``pread(n,
+    offset)``: no shared position, so threads can read one file at once."""
+
+    def __init__(self, pread: Callable[[int, int], bytes], offset: int):
+        self.pread, self.offset = pread, offset
+
+    def read(self, n: int) -> bytes:
+        data = self.pread(n, self.offset)
+        self.offset += len(data)
+        return data
+
+
+def read_record_at(pread: Callable[[int, int], bytes], offset: int) -> bytes:
+    """The record starting at byte ``offset``, read with ``pread(n, offset)``."""
+    record = read_record(_At(pread, offset))
+    if record is None:
+        raise ValueError(f"no record at byte {offset}: the file ends there")
+    return record
+
+
+def record_offsets(uri: str) -> list[int]:
+    """The byte offset of every record of a ``.rec`` file, read from the part headers only."""
+    offsets = []
+    with _open_file(uri, "r") as f:
+        pos, in_record = 0, False
+        while True:
+            head = f.read(8)
+            if not head:
+                return offsets
+            if len(head) < 8:
+                raise ValueError(f"{uri}: the file ends inside a record header at byte {pos}")
+            magic, word = struct.unpack("<II", head)
+            if magic != RECORD_MAGIC:
+                raise ValueError(f"{uri}: not a RecordIO record at byte {pos} (magic "
+                                 f"{magic:#010x})")
+            flag, length = word >> _LENGTH_BITS, word & _MAX_LENGTH
+            if not in_record:
+                offsets.append(pos)
+            in_record = flag in (_FIRST, _MIDDLE)
+            pos += 8 + length + (-length % 4)
+            f.seek(pos)
 
 
 class MXRecordIO:
@@ -301,6 +345,20 @@ class MXIndexedRecordIO(MXRecordIO):
         self.fidx.write(f"{key}\t{pos}\n".encode("utf-8"))
         self.idx[key] = pos
         self.keys.append(key)
+
+
+def read_image_list(path: str) -> Iterator[tuple[int, list[float], str]]:
+    """``(index, labels, relative path)`` of every line of an image list (``.lst``:
+    ``index<TAB>label[<TAB>label...]<TAB>path``), as im2rec writes them."""
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            fields = line.rstrip("\n").split("\t")
+            try:
+                if len(fields) < 3:
+                    raise ValueError("expected 'index<TAB>label...<TAB>path'")
+                yield int(fields[0]), [float(x) for x in fields[1:-1]], fields[-1]
+            except ValueError as err:
+                raise ValueError(f"{path}:{number}: {err}, got {line.strip()!r}") from None
 
 
 def pack(header: Any, s: bytes) -> bytes:

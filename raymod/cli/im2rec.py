@@ -86,20 +86,6 @@ def write_list(path: str, items: list) -> None:
             f.write("\t".join([str(index), *(f"{x:f}" for x in labels), rel]) + "\n")
 
 
-def read_list(path: str) -> Iterator[tuple[int, str, list[float]]]:
-    """``(index, relative path, labels)`` of every line of a ``.lst`` file."""
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) < 3:
-                raise CLIError(f"{path}:{number}: expected 'index<TAB>label...<TAB>path', "
-                               f"got {line.strip()!r}")
-            try:
-                yield int(fields[0]), fields[-1], [float(x) for x in fields[1:-1]]
-            except ValueError as err:
-                raise CLIError(f"{path}:{number}: {one_line(err)}") from None
-
-
 def _make_lists(args: argparse.Namespace) -> None:
     items = list(list_images(args.root, args.recursive, tuple(args.exts)))
     if args.shuffle:
@@ -147,7 +133,10 @@ def encode_item(args: argparse.Namespace, index: int, rel: str, labels: list[flo
 def _pack(args: argparse.Namespace, lst: str) -> int:
     from .. import recordio
     prefix = lst[:-len(".lst")]
-    items = list(read_list(lst))
+    try:
+        items = [(index, rel, labels) for index, labels, rel in recordio.read_image_list(lst)]
+    except ValueError as err:
+        raise CLIError(str(err)) from None
     rec = recordio.MXIndexedRecordIO(prefix + ".idx", prefix + ".rec", "w")
     try:
         with ThreadPoolExecutor(args.num_thread) as pool:

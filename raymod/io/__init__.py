@@ -5,6 +5,7 @@ Besides MXNet's names, :class:`ArrowIter` reads Arrow tables, Parquet/CSV files 
 """
 from .arrow_iter import ArrowIter
 from .csv_iter import CSVIter
+from .image_record_iter import ImageRecordIter
 from .libsvm_iter import LibSVMIter
 from .base import DataBatch, DataDesc, DataIter, RowReader, RowSource
 from .mnist_iter import MNISTIter
@@ -15,4 +16,5 @@ from .wrappers import PrefetchingIter, ResizeIter
 
 __all__ = ["DataDesc", "DataBatch", "DataIter", "NDArrayIter", "MNISTIter", "ResizeIter",
            "PrefetchingIter", "ArrowIter", "RayDatasetIter", "RowSource", "RowReader",
-           "RowSampler", "RowIter", "CSVIter", "LibSVMIter"]
+           "RowSampler", "RowIter", "CSVIter", "LibSVMIter",
+           "ImageRecordIter"]

@@ -118,6 +118,7 @@ class NativeIter(RowIter):
     data_shape: tuple[int, ...]
     label_shape: tuple[int, ...]
     dtype: Any = np.float32
+    label_dtype: Any = None  # None: dtype
     _data_name, _label_name = "data", "softmax_label"
 
     @staticmethod
@@ -142,4 +143,5 @@ class NativeIter(RowIter):
     @property
     def label_descs(self) -> list[DataDesc]:
         """One sample's label descriptor."""
-        return [DataDesc(self._label_name, label_row_shape(self.label_shape), self.dtype)]
+        return [DataDesc(self._label_name, label_row_shape(self.label_shape),
+                         self.label_dtype or self.dtype)]
