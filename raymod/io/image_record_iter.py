@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import recordio
-from .base import RowReader
+from .base import DeferredRows, RowReader
 from .image_aug import AugParams, augment, normalize
 from .native_batches import NativeIter
 
@@ -80,10 +80,13 @@ class ImageRecordReader(RowReader):
         self.label_width, self.threads = int(label_width), max(1, int(threads))
         self.dtype, self.mean_img, self.labels = dtype, mean_img, labels
         self._pool: ThreadPoolExecutor | None = None
+        #: images decoded by this process (0 on a driver whose Ray workers decode)
+        self.decoded = 0
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         state["_pool"] = None
+        state["decoded"] = 0
         return state
 
     def take(self, rows: Any) -> tuple[list, list]:
@@ -97,6 +100,7 @@ class ImageRecordReader(RowReader):
             done = list(self._pool.map(self.one, draws))
         else:
             done = [self.one(d) for d in draws]
+        self.decoded += len(draws)
         data = np.stack([d for d, _ in done]).astype(self.dtype, copy=False)
         label = np.stack([lab for _, lab in done])
         return [data], [label[:, 0] if self.label_width == 1 else label]
@@ -137,7 +141,7 @@ def part_rows(offsets: list[int], total_bytes: int | None, part_index: int,
     return slice(int(np.searchsorted(starts, lo)), int(np.searchsorted(starts, hi)))
 
 
-class ImageRecordIter(NativeIter):
+class ImageRecordIter(DeferredRows, NativeIter):
     """Batches of images from a RecordIO ``.rec`` file, decoded with Pillow and augmented
     as MXNet's ``ImageRecordIter`` does, with its arguments.
 

@@ -42,7 +42,7 @@ def test_bad_files_raise_mxnet_error(tmp_path):
         mx.io.LibSVMIter(data_libsvm=str(tmp_path / "bad.t"), data_shape=(3,), batch_size=1)
     with pytest.raises(mx.MXNetError, match="smaller than data_shape"):
         mx.io.ImageRecordIter(path_imgrec=str(FIXTURES / "images.rec"), data_shape=(3, 28, 28),
-                              batch_size=5).next()
+                              batch_size=5).next().data
 
 
 def test_image_iter_and_helpers():

@@ -152,6 +152,6 @@ def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="data_shape must be"):
         image_iter(data_shape=(5, 28, 28))
     with pytest.raises(ValueError, match="smaller than data_shape"):
-        image_iter(data_shape=(3, 28, 28)).next()
+        image_iter(data_shape=(3, 28, 28)).next().data
     with pytest.raises(ValueError, match="part_index must lie"):
         image_iter(data_shape=(3, 8, 8), part_index=2, num_parts=2)

@@ -9,6 +9,7 @@ from ... import io as _io
 from ...base import MXNetError
 from ..errors import not_supported
 from ...io import DataBatch, DataDesc, DataIter
+from ...io.base import DeferredBatch
 from ..ndarray import NDArray, wrap
 
 __all__ = ["DataBatch", "DataDesc", "DataIter", "NDArrayIter", "MNISTIter", "ResizeIter",
@@ -20,7 +21,10 @@ class _NDArrayBatches:
 
     def next(self) -> DataBatch:
         batch = super().next()
-        batch.data, batch.label = wrap(batch.data), wrap(batch.label)
+        if isinstance(batch, DeferredBatch):  # keep it unread: Ray workers may read it
+            batch.wrap_load(lambda load: lambda: tuple(wrap(arrays) for arrays in load()))
+        else:
+            batch.data, batch.label = wrap(batch.data), wrap(batch.label)
         return batch
 
     def getdata(self) -> list:
@@ -42,11 +46,14 @@ def _native(cls: type) -> type:
     iterators do."""
     def converting(method):
         @functools.wraps(method)
-        def call(self, *args, **kwargs):
+        def call(*args, **kwargs):
             try:
-                return method(self, *args, **kwargs)
+                out = method(*args, **kwargs)
             except (ValueError, KeyError, OSError) as err:
                 raise MXNetError(f"{cls.__name__}: {err}") from err
+            if isinstance(out, DeferredBatch):  # its images are decoded later
+                out.wrap_load(converting)
+            return out
         return call
 
     compat = _compat(cls)
