@@ -305,7 +305,7 @@ class ImageSource(RowReader):
     def __init__(self, rec: str | None, offsets: np.ndarray | None, items: list | None,
                  root: str, channels: int, label_width: int, augs: list, dtype: str):
         self.file = RecordFile(rec) if rec else None
-        self.offsets, self.items, self.root = offsets, items, root
+        self.offsets, self.items, self.root = offsets, items, os.path.abspath(root)
         self.channels, self.label_width, self.augs, self.dtype = (channels, label_width,
                                                                   augs, dtype)
 

@@ -39,7 +39,8 @@ class RecordFile:
     for several threads at once; opened on first use in the process that reads."""
 
     def __init__(self, uri: str):
-        self.uri = uri
+        # absolute, so that a worker started in another folder finds the same file
+        self.uri = uri if "://" in uri else os.path.abspath(uri)
         self._pread = None
         self._lock = threading.Lock()
 
