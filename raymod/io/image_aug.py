@@ -189,7 +189,8 @@ def warp(img: np.ndarray, p: AugParams, rng: np.random.Generator) -> np.ndarray:
                   [-b * ws, a * ws]])
     # the source centre lands on the new image's centre
     t = (np.array([new_w, new_h]) - m @ np.array([w, h])) / 2
-    inv = np.linalg.inv(m)
+    det = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]  # a 2x2 inverse (np.linalg costs more)
+    inv = np.array([[m[1, 1], -m[0, 1]], [-m[1, 0], m[0, 0]]]) / det
     coeffs = np.concatenate([inv, (-inv @ t)[:, None]], axis=1).ravel()
     fill = (p.fill_value,) * img.shape[2] if img.shape[2] > 1 else p.fill_value
     # Pillow warps with nearest, bilinear or bicubic only: the other methods map to these
@@ -245,7 +246,8 @@ def rgb_to_hls(img: np.ndarray) -> np.ndarray:
     """OpenCV's 8-bit HLS of an RGB uint8 image: H in [0, 180), L and S in [0, 255]."""
     f = img.astype(np.float32) / 255
     r, g, b = f[..., 0], f[..., 1], f[..., 2]
-    vmax, vmin = f.max(axis=-1), f.min(axis=-1)
+    # (elementwise over the three planes: a reduction along the last axis is far slower)
+    vmax, vmin = np.maximum(np.maximum(r, g), b), np.minimum(np.minimum(r, g), b)
     diff, total = vmax - vmin, vmax + vmin
     light = total / 2
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -260,15 +262,17 @@ def rgb_to_hls(img: np.ndarray) -> np.ndarray:
 
 def hls_to_rgb(hls: np.ndarray) -> np.ndarray:
     """The inverse of :func:`rgb_to_hls` (float H, L, S in OpenCV's 8-bit ranges)."""
-    h, light, s = hls[..., 0] * 2, hls[..., 1] / 255, hls[..., 2] / 255
-    c = (1 - np.abs(2 * light - 1)) * s
-    hp = (h % 360) / 60
-    x = c * (1 - np.abs(hp % 2 - 1))
-    zero = np.zeros_like(c)
-    sector = np.floor(hp).astype(np.int64) % 6
-    choices = [(c, x, zero), (x, c, zero), (zero, c, x), (zero, x, c), (x, zero, c), (c, zero, x)]
-    rgb = np.stack([np.choose(sector, [ch[i] for ch in choices]) for i in range(3)], axis=-1)
-    rgb += (light - c / 2)[..., None]
+    h = (hls[..., 0] * 2 % 360) / 360
+    light, s = hls[..., 1] / 255, hls[..., 2] / 255
+    q = np.where(light < 0.5, light * (1 + s), light + s - light * s)
+    p = 2 * light - q
+
+    def channel(t: np.ndarray) -> np.ndarray:
+        t = t % 1.0
+        return np.where(t < 1 / 6, p + (q - p) * 6 * t,
+                        np.where(t < 1 / 2, q, np.where(t < 2 / 3, p + (q - p) * (4 - 6 * t), p)))
+
+    rgb = np.stack([channel(h + 1 / 3), channel(h), channel(h - 1 / 3)], axis=-1)
     return np.clip(np.floor(rgb * 255 + 0.5), 0, 255).astype(np.uint8)
 
 
