@@ -155,3 +155,16 @@ def test_bad_arguments_are_named():
         image_iter(data_shape=(3, 28, 28)).next().data
     with pytest.raises(ValueError, match="part_index must lie"):
         image_iter(data_shape=(3, 8, 8), part_index=2, num_parts=2)
+
+
+def test_path_imglist_labels_replace_the_records(tmp_path):
+    lst = tmp_path / "images.lst"
+    lst.write_text("".join(f"{i}\t{(i * 7) % 10:f}\t{(i * 3) % 5:f}\timg{i}.jpg\n"
+                           for i in range(200)))
+    it = image_iter(data_shape=(3, 8, 8), path_imglist=str(lst), label_width=2)
+    _, label, _ = epoch(it)
+    ids = np.arange(200)
+    np.testing.assert_array_equal(label, np.stack([(ids * 7) % 10, (ids * 3) % 5], axis=1))
+    lst.write_text("0\t1.0\timg0.jpg\n")
+    with pytest.raises(KeyError, match="record id 1 is not in path_imglist"):
+        image_iter(data_shape=(3, 8, 8), path_imglist=str(lst)).next().data
