@@ -10,6 +10,7 @@ own records with ``preprocess_threads`` threads; no image bytes pass through the
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -180,7 +181,8 @@ class ImageRecordIter(DeferredRows, NativeIter):
         Output data type (default float32).
     mean_img : str, optional
         An MXNet ``.bin``/``.nd`` file holding the mean image, subtracted instead of
-        ``mean_r/g/b``.
+        ``mean_r/g/b``; when it does not exist it is computed over this part's records (with
+        the crop and no random draws) and saved there, as MXNet does.
     data_name, label_name : str, default 'data' and 'softmax_label'
         Input names.
     **augmentation
@@ -255,10 +257,21 @@ class ImageRecordIter(DeferredRows, NativeIter):
         return offsets, os.path.getsize(uri)
 
     def _mean_image(self, path: str) -> np.ndarray:
-        from ..ndarray_io import load
+        """The mean image in ``path``; made (and saved there) when missing, as MXNet does:
+        the mean of every record of this part through the crop without random draws."""
+        from ..ndarray_io import load, save
         if not os.path.isfile(path):
-            raise FileNotFoundError(f"mean_img {path!r} does not exist (raymod reads a mean "
-                                    "image MXNet saved; it does not compute one)")
+            plain = dataclasses.replace(
+                AugParams(data_shape=self.data_shape), resize=self.params.resize,
+                pad=self.params.pad, fill_value=self.params.fill_value,
+                inter_method=self.params.inter_method)
+            reader = ImageRecordReader(self.path_imgrec, self.offsets, plain, 0, 1, 1,
+                                       np.dtype(np.float32), None, None)
+            total = np.zeros(self.data_shape, np.float64)
+            for start in range(0, len(self.offsets), 256):
+                rows = np.arange(start, min(start + 256, len(self.offsets)))
+                total += reader.take(rows)[0][0].sum(axis=0)
+            save(path, {"mean_img": (total / len(self.offsets)).astype(np.float32)})
         arrays = load(path)
         mean = next(iter(arrays.values())) if isinstance(arrays, dict) else arrays[0]
         mean = np.asarray(mean, np.float32)

@@ -168,3 +168,14 @@ def test_path_imglist_labels_replace_the_records(tmp_path):
     lst.write_text("0\t1.0\timg0.jpg\n")
     with pytest.raises(KeyError, match="record id 1 is not in path_imglist"):
         image_iter(data_shape=(3, 8, 8), path_imglist=str(lst)).next().data
+
+
+def test_mean_img_is_made_when_missing_then_subtracted(tmp_path):
+    path = str(tmp_path / "mean.bin")
+    it = image_iter(data_shape=(3, 16, 16), mean_img=path)
+    full = EXPECTED["center_data"].astype(np.float32)  # MXNet's centre crops, first 100
+    plain = epoch(image_iter(data_shape=(3, 16, 16)))[0]
+    np.testing.assert_array_equal(plain[:100], full)
+    mean = plain.mean(axis=0)
+    np.testing.assert_allclose(rm.nd.load(path)["mean_img"], mean, rtol=1e-5)
+    np.testing.assert_allclose(epoch(it)[0], plain - mean, atol=1e-3)
