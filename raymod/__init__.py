@@ -19,6 +19,7 @@ from . import kvstore as kv
 from . import rnn
 from . import operator
 from . import checkpoint, model, module
+from . import recordio, image
 from . import module as mod
 from . import ndarray_io as nd
 from .executor import Executor

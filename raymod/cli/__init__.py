@@ -11,6 +11,8 @@
     raymod export runs/digits/digits --onnx digits.onnx --shape 1,1,8,8   # newest epoch
     raymod run train.py -e 2                        # an MXNet 1.x script, `import mxnet` -> raymod
     raymod run --workers 2 train.py -e 2            # ... its modules on 2 Ray workers
+    raymod im2rec --list --recursive data/train images/   # a .lst, as MXNet's im2rec.py
+    raymod im2rec data/train images/                # pack it into data/train.rec + .idx
 
 Jobs and benchmarks are the scripts of a ``jobs/`` and a ``bench/`` folder: the current
 directory's first, then those of the raymod checkout this package was installed from. They
@@ -34,6 +36,7 @@ from ..compat.workers import WORKERS_ENV
 from .argtypes import nonnegative_int, positive_int
 from .errors import ArgumentParser as _ArgumentParser, CLIError
 from .export_onnx import _cmd_export, input_shape
+from .im2rec import add_parser as _add_im2rec
 from .inspect_checkpoint import _cmd_inspect
 from .plot import _cmd_plot
 from .scripts import _cmd_bench, _cmd_train
@@ -135,6 +138,7 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("script_args", nargs=argparse.REMAINDER, metavar="...",
                      help="the script's own arguments")
     run.set_defaults(func=_cmd_run)
+    _add_im2rec(sub)
     return parser
 
 
@@ -177,8 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:  # --help, --version, or a usage error already printed
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
     if args.command is None:
-        print(f"{_PROG}: error: choose a command: train, bench, inspect, plot, export or run "
-              "(see --help)", file=sys.stderr)
+        print(f"{_PROG}: error: choose a command: train, bench, inspect, plot, export, run or "
+              "im2rec (see --help)", file=sys.stderr)
         return 2
     try:
         return int(args.func(args) or 0)

@@ -33,7 +33,8 @@ __all__ = ["install", "uninstall", "installed", "run", "run_script", "main"]
 MODULES = {
     "mxnet": "raymod.compat.mxnet",
     "mxnet.ndarray": "raymod.compat.mxnet.ndarray", "mxnet.nd": "raymod.compat.mxnet.ndarray",
-    "mxnet.io": "raymod.compat.mxnet.io", "mxnet.module": "raymod.compat.mxnet.module",
+    "mxnet.io": "raymod.compat.mxnet.io", "mxnet.recordio": "raymod.recordio",
+    "mxnet.image": "raymod.compat.mxnet.image", "mxnet.module": "raymod.compat.mxnet.module",
     "mxnet.mod": "raymod.compat.mxnet.module",
     "mxnet.module.base_module": "raymod.compat.mxnet.module.base_module",
     "mxnet.module.module": "raymod.compat.mxnet.module.module",
@@ -74,8 +75,6 @@ _LEFT_OUT = {"mxnet.contrib.amp": "automatic mixed precision (mx.contrib.amp)",
              "mxnet.contrib.onnx": "ONNX import/export through mx.contrib.onnx (raymod's "
                                    "exporter is rm.onnx.export_model)",
              "mxnet.contrib.quantization": "quantization (mx.contrib.quantization)",
-             "mxnet.image": "image decoding and augmentation (mx.image)",
-             "mxnet.recordio": "RecordIO files (mx.recordio)",
              "mxnet.profiler": "the profiler (mx.profiler)"}
 
 

@@ -4,6 +4,9 @@ Besides MXNet's names, :class:`ArrowIter` reads Arrow tables, Parquet/CSV files 
 :class:`RayDatasetIter` a ``ray.data.Dataset``, and every row-based iterator is a :class:`RowSource` whose rows a worker can read by id.
 """
 from .arrow_iter import ArrowIter
+from .csv_iter import CSVIter
+from .image_record_iter import ImageRecordIter
+from .libsvm_iter import LibSVMIter
 from .base import DataBatch, DataDesc, DataIter, RowReader, RowSource
 from .mnist_iter import MNISTIter
 from .ndarray_iter import NDArrayIter
@@ -13,4 +16,5 @@ from .wrappers import PrefetchingIter, ResizeIter
 
 __all__ = ["DataDesc", "DataBatch", "DataIter", "NDArrayIter", "MNISTIter", "ResizeIter",
            "PrefetchingIter", "ArrowIter", "RayDatasetIter", "RowSource", "RowReader",
-           "RowSampler", "RowIter"]
+           "RowSampler", "RowIter", "CSVIter", "LibSVMIter",
+           "ImageRecordIter"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections import namedtuple
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -115,6 +115,60 @@ class DataBatch:
         data_shapes = [d.shape for d in self.data] if self.data is not None else None
         label_shapes = [lab.shape for lab in self.label] if self.label else None
         return f"{type(self).__name__}: data shapes: {data_shapes} label shapes: {label_shapes}"
+
+
+class DeferredBatch(DataBatch):
+    """A batch whose arrays are read only when first asked for (never, when Ray workers
+    read the rows themselves)."""
+
+    def __init__(self, load: Callable[[], tuple[list, list]], **kwargs: Any):
+        self._load, self._arrays = load, None
+        super().__init__(data=None, label=None, **kwargs)
+
+    def _get(self) -> tuple[list, list]:
+        if self._arrays is None:
+            self._arrays = self._load()
+        return self._arrays
+
+    def wrap_load(self, decorate: Callable[[Callable], Callable]) -> None:
+        """Read the arrays, when they are read, with ``decorate(load)`` instead of ``load``
+        (to change what it returns or raises)."""
+        self._load = decorate(self._load)
+
+    @property
+    def data(self) -> list:
+        return self._get()[0]
+
+    @data.setter
+    def data(self, value: list | None) -> None:
+        if value is not None:
+            self._arrays = (value, self._get()[1])
+
+    @property
+    def label(self) -> list:
+        return self._get()[1]
+
+    @label.setter
+    def label(self, value: list | None) -> None:
+        if value is not None:
+            self._arrays = (self._get()[0], value)
+
+
+class DeferredRows:
+    """For a :class:`~raymod.io.sampler.RowIter` whose rows cost to read (Ray Data blocks,
+    images to decode): ``next`` hands out a :class:`DeferredBatch`, read only if asked for,
+    so a driver whose Ray workers read the rows themselves never reads them."""
+
+    def next(self) -> DataBatch:
+        """The next batch; its arrays are read when first asked for."""
+        if not self.iter_next():
+            raise StopIteration
+        rows = self._rows
+        batch = DeferredBatch(lambda: self.take(rows), pad=self._pad, index=rows,
+                              provide_data=self.provide_data,
+                              provide_label=self.provide_label)
+        batch.source = self
+        return batch
 
 
 _DESCRIPTOR_LISTS = ("provide_data", "provide_label")

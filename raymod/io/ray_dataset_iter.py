@@ -10,14 +10,14 @@ asked for in the driver process, as in-process training does.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from .arrow_iter import (ColumnRows, _as_columns, _input_names, _per_row_shape_and_type,
                          column_to_numpy)
-from .base import DataBatch, RowReader, check_rows, contiguous_range
+from .base import DeferredRows, RowReader, check_rows, contiguous_range
 from .sampler import RowIter
 
 __all__ = ["RayDatasetIter", "BlockReader"]
@@ -131,39 +131,7 @@ class BlockReader(RowReader):
         return [gather(c) for c in self.data_columns], [gather(c) for c in self.label_columns]
 
 
-class _DeferredBatch(DataBatch):
-    """A batch whose arrays are read only when first asked for (never, when Ray workers
-    read the rows themselves)."""
-
-    def __init__(self, load: Callable[[], tuple[list, list]], **kwargs: Any):
-        self._load, self._arrays = load, None
-        super().__init__(data=None, label=None, **kwargs)
-
-    def _get(self) -> tuple[list, list]:
-        if self._arrays is None:
-            self._arrays = self._load()
-        return self._arrays
-
-    @property
-    def data(self) -> list:
-        return self._get()[0]
-
-    @data.setter
-    def data(self, value: list | None) -> None:
-        if value is not None:
-            self._arrays = (value, self._get()[1])
-
-    @property
-    def label(self) -> list:
-        return self._get()[1]
-
-    @label.setter
-    def label(self, value: list | None) -> None:
-        if value is not None:
-            self._arrays = (self._get()[0], value)
-
-
-class RayDatasetIter(ColumnRows, RowIter):
+class RayDatasetIter(DeferredRows, ColumnRows, RowIter):
     """Iterate over columns of a ``ray.data.Dataset``; Ray workers read rows from its blocks.
 
     Parameters
@@ -274,14 +242,3 @@ class RayDatasetIter(ColumnRows, RowIter):
     def blocks_fetched(self) -> int:
         """How many blocks this process has fetched (0 on a driver whose workers read)."""
         return self._reader.blocks_fetched
-
-    def next(self) -> DataBatch:
-        """The next batch; its arrays are read from the blocks when first asked for."""
-        if not self.iter_next():
-            raise StopIteration
-        rows = self._rows
-        batch = _DeferredBatch(lambda: self.take(rows), pad=self._pad, index=rows,
-                               provide_data=self.provide_data,
-                               provide_label=self.provide_label)
-        batch.source = self
-        return batch

@@ -1,6 +1,5 @@
 """RayDatasetIter: a Parquet dataset read with Ray Data trains on workers that read their rows
 from the blocks, exactly as NDArrayIter over the same rows in process."""
-import threading
 import tracemalloc
 
 import numpy as np
@@ -11,6 +10,7 @@ import ray
 
 import raymod as rm
 
+from kill_during_fit import killing_callback
 from nets import mlp
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
@@ -110,22 +110,7 @@ def test_two_workers_read_blocks_and_survive_a_kill(rows, close_modules):
                        close_modules)
     it = rm.io.RayDatasetIter(ds, "features", "label", batch_size=BATCH, shuffle=True, seed=2)
     counted, killed = [], []
-
-    def kill_one(pool):
-        alive = dict(pool.workers)  # the driver thread may change the pool meanwhile
-        if len(alive) == 2:
-            rank = max(alive)
-            ray.kill(alive[rank], no_restart=True)
-            killed.append(rank)
-
-    def on_batch(param):
-        counted.append(param.eval_metric.global_num_inst - BATCH * (param.nbatch + 1))
-        pool = param.locals["self"]._pool
-        if param.epoch == 0 and param.nbatch == 10:  # between steps
-            kill_one(pool)
-        if param.epoch == 1 and param.nbatch == 20:  # during one of the next steps
-            pool.wait_for(2, 120)
-            threading.Timer(0.01, kill_one, args=(pool,)).start()
+    on_batch = killing_callback(BATCH, (0, 10), (1, 20), counted, killed)
 
     # windows of 8 steps, not the default's time-based ones: however fast the machine, steps
     # remain after batch 20's callback (callbacks run up to two windows late)

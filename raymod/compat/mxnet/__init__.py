@@ -41,6 +41,7 @@ SUBMODULES = {
     "operator": "raymod.operator",
     "executor_manager": "raymod.executor_manager",
     "contrib": "raymod.compat.mxnet.contrib",
+    "recordio": "raymod.recordio", "image": "raymod.compat.mxnet.image",
 }
 
 # whole MXNet features raymod leaves out: ``mx.gluon`` is a stand-in module whose names
@@ -48,8 +49,7 @@ SUBMODULES = {
 UNSUPPORTED = {
     "gluon": "Gluon (mx.gluon)", "autograd": "autograd (mx.autograd)",
     "np": "the NumPy-compatible interface (mx.np)", "npx": "the NumPy-compatible interface "
-    "(mx.npx)", "image": "image decoding and augmentation (mx.image)",
-    "recordio": "RecordIO files (mx.recordio)", "profiler": "the profiler (mx.profiler)",
+    "(mx.npx)", "profiler": "the profiler (mx.profiler)",
 }
 
 

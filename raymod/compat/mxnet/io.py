@@ -3,13 +3,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import functools
+
 from ... import io as _io
+from ...base import MXNetError
 from ..errors import not_supported
 from ...io import DataBatch, DataDesc, DataIter
-from ..ndarray import wrap
+from ...io.base import DeferredBatch
+from ..ndarray import NDArray, wrap
 
 __all__ = ["DataBatch", "DataDesc", "DataIter", "NDArrayIter", "MNISTIter", "ResizeIter",
-           "PrefetchingIter"]
+           "PrefetchingIter", "ImageRecordIter", "CSVIter", "LibSVMIter"]
 
 
 class _NDArrayBatches:
@@ -17,7 +21,10 @@ class _NDArrayBatches:
 
     def next(self) -> DataBatch:
         batch = super().next()
-        batch.data, batch.label = wrap(batch.data), wrap(batch.label)
+        if isinstance(batch, DeferredBatch):  # keep it unread: Ray workers may read it
+            batch.wrap_load(lambda load: lambda: tuple(wrap(arrays) for arrays in load()))
+        else:
+            batch.data, batch.label = wrap(batch.data), wrap(batch.label)
         return batch
 
     def getdata(self) -> list:
@@ -33,6 +40,54 @@ def _compat(cls: type) -> type:
                 {"__doc__": cls.__doc__, "__module__": __name__})
 
 
+def _native(cls: type) -> type:
+    """``cls`` (one of raymod's versions of MXNet's C++ iterators) with NDArray batches, and
+    bad input or files raising ``MXNetError`` (chained to raymod's error), as MXNet's C++
+    iterators do."""
+    def converting(method):
+        @functools.wraps(method)
+        def call(*args, **kwargs):
+            try:
+                out = method(*args, **kwargs)
+            except (ValueError, KeyError, OSError) as err:
+                raise MXNetError(f"{cls.__name__}: {err}") from err
+            if isinstance(out, DeferredBatch):  # its images are decoded later
+                out.wrap_load(converting)
+            return out
+        return call
+
+    compat = _compat(cls)
+    for name in ("__init__", "next", "iter_next", "getdata", "getlabel"):
+        setattr(compat, name, converting(getattr(compat, name)))
+    # MXNet's C++ iterators hand out one array from getdata/getlabel, not a list
+    getdata, getlabel = compat.getdata, compat.getlabel
+    compat.getdata = functools.wraps(getdata)(lambda self: getdata(self)[0])
+    compat.getlabel = functools.wraps(getlabel)(lambda self: getlabel(self)[0])
+    return compat
+
+
+class _DenseCSR(NDArray):
+    """A LibSVMIter batch: dense here, where MXNet hands out a CSRNDArray; its
+    ``check_format`` has nothing to check."""
+
+    def check_format(self, full_check: bool = True) -> None:
+        """A dense array is always well formed."""
+
+
+class _LibSVMBatches:
+    def next(self) -> DataBatch:
+        batch = super().next()
+        batch.data = [d.view(_DenseCSR) for d in batch.data]
+        return batch
+
+    def getdata(self) -> list:
+        return [d.view(_DenseCSR) for d in super().getdata()]
+
+
+ImageRecordIter = _native(_io.ImageRecordIter)
+CSVIter = _native(_io.CSVIter)
+LibSVMIter = _native(type("LibSVMIter", (_LibSVMBatches, _io.LibSVMIter),
+                          {"__doc__": _io.LibSVMIter.__doc__, "__module__": __name__}))
 NDArrayIter = _compat(_io.NDArrayIter)
 MNISTIter = _compat(_io.MNISTIter)
 ResizeIter = _compat(_io.ResizeIter)
@@ -40,13 +95,13 @@ PrefetchingIter = _compat(_io.PrefetchingIter)
 
 
 # MXNet's C++ iterators, which raymod does not have
-_NATIVE = {"ImageRecordIter", "ImageRecordIter_v1", "ImageRecordUInt8Iter",
-           "ImageRecordInt8Iter", "ImageDetRecordIter", "CSVIter", "LibSVMIter", "MXDataIter"}
+_NATIVE = {"ImageRecordIter_v1", "ImageRecordUInt8Iter", "ImageRecordInt8Iter",
+           "ImageDetRecordIter", "MXDataIter"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _NATIVE:
-        raise not_supported(f"mx.io.{name}", "MXNet's C++ data iterators (use NDArrayIter, "
-                                              "MNISTIter or rm.io.ArrowIter)")
+        raise not_supported(f"mx.io.{name}", "this one of MXNet's C++ data iterators (use "
+                                              "ImageRecordIter, NDArrayIter or rm.io.ArrowIter)")
     raise AttributeError(f"module 'mxnet.io' (raymod's compatibility layer) has no attribute "
                          f"{name!r}")

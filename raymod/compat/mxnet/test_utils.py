@@ -339,8 +339,22 @@ def get_mnist_iterator(batch_size: int, input_shape: Sequence[int], num_parts: i
 
 
 def get_cifar10() -> None:
-    """CIFAR-10 comes as RecordIO files, which raymod does not read."""
-    raise not_supported("mx.test_utils.get_cifar10()", "RecordIO image data (mx.recordio)")
+    """Check that ``data/cifar/`` holds CIFAR-10's RecordIO files (raymod does not
+    download); :class:`~raymod.io.ImageRecordIter` reads them."""
+    need = [os.path.join("data", "cifar", n) for n in ("train.rec", "test.rec")]
+    missing = [p for p in need if not os.path.isfile(p)]
+    if missing:
+        raise not_supported("mx.test_utils.get_cifar10()",
+                            f"downloading (CIFAR-10's files {', '.join(missing)} are missing; "
+                            "put them there first)")
+
+
+def get_bz2_data(data_dir: str, data_name: str, url: str, data_origin_name: str) -> None:
+    """Check that ``data_dir/data_name`` exists (MXNet would download and unpack it)."""
+    path = os.path.join(data_dir, data_name)
+    if not os.path.isfile(path):
+        raise not_supported("mx.test_utils.get_bz2_data()",
+                            f"downloading (no file at {path!r}; put it there first)")
 
 
 class environment:
