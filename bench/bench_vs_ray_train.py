@@ -3,8 +3,8 @@ elastic ``TorchTrainer``.
 
 The same MLP (784-128-64-10, SGD 0.1 with momentum 0.9, global batch 100, synthetic rows
 of :func:`mlp_data`), the same number of steps and the same kill schedule (a
-SIGKILL of one random training worker's process every ``--kill-every`` seconds of training,
-none in the last 10 %) on both:
+SIGKILL of one random training worker's process each time training first reaches a multiple
+of ``--kill-every`` steps, none in the last 10 %) on both:
 
 - raymod: ``Module.fit`` on ``rm.Workers(min, max)`` with a ``dist_sync`` store of hot-standby
   KVServers; a lost worker's slices are recomputed by the survivors, a replacement joins
@@ -25,7 +25,7 @@ dependency; ``--train-python`` runs the Ray Train side with another interpreter 
 torch) when this one has none.
 
     python bench/bench_vs_ray_train.py [--workers 4] [--min-workers 2] [--steps 3000]
-        [--kill-every 15] [--checkpoint-every 100] [--train-python PATH]
+        [--kill-every 250] [--checkpoint-every 100] [--train-python PATH]
 
 Prints one JSON object per run, then a table.
 """
@@ -81,22 +81,27 @@ def loss_of(params: list[np.ndarray]) -> float:
 
 
 class Killer(threading.Thread):
-    """SIGKILLs one of ``pids()`` every ``every`` seconds until stopped."""
+    """SIGKILLs one of ``pids()`` each time ``progress()`` (the furthest step reached) passes
+    a multiple of ``every`` steps, up to 90 % of ``steps``."""
 
-    def __init__(self, pids, every: float, seed: int):
+    def __init__(self, pids, progress, every: int, steps: int, seed: int):
         super().__init__(daemon=True)
-        self.pids, self.every, self.rng = pids, every, random.Random(seed)
+        self.pids, self.progress, self.rng = pids, progress, random.Random(seed)
+        self.due = list(range(every, int(0.9 * steps), every))
         self.kills, self.stop = 0, threading.Event()
 
     def run(self) -> None:
-        while not self.stop.wait(self.every):
+        while self.due and not self.stop.wait(0.02):
+            if self.progress() < self.due[0]:
+                continue
             alive = self.pids()
             if alive:
                 try:
                     os.kill(self.rng.choice(alive), signal.SIGKILL)
                     self.kills += 1
                 except ProcessLookupError:
-                    pass
+                    continue
+            self.due.pop(0)
 
 
 # ---------------------------------------------------------------------------- raymod
@@ -111,19 +116,17 @@ def raymod_run(args, kill: bool) -> dict:
     kv = DistKVStore("dist_sync", num_servers=1, standby=True)
     mod = rm.mod.Module(mlp_symbol(), context=rm.cpu(),
                         workers=rm.Workers(args.min_workers, args.workers))
+    reached = [0]
     killer = Killer(lambda: [mod._pool.info[r]["pid"] for r in mod._pool.ranks],
-                    args.kill_every, args.seed)
-    t0 = time.time()
-    started = []
+                    lambda: reached[0], args.kill_every, args.steps, args.seed)
 
-    def start_killing(param):
-        if kill and not started:
-            started.append(killer.start())
-        if param.nbatch + param.epoch * (ROWS // BATCH) >= 0.9 * args.steps:
-            killer.stop.set()
+    def count(param):  # batch ends come in step order (late under run-ahead, never early)
+        reached[0] = param.nbatch + 1 + param.epoch * (ROWS // BATCH)
+    if kill:
+        killer.start()
+    t0 = time.time()
     mod.fit(it, num_epoch=epochs, kvstore=kv, initializer=rm.init.Xavier(), optimizer="sgd",
-            optimizer_params={"learning_rate": 0.1, "momentum": 0.9},
-            batch_end_callback=start_killing)
+            optimizer_params={"learning_rate": 0.1, "momentum": 0.9}, batch_end_callback=count)
     wall = time.time() - t0
     killer.stop.set()
     arg = mod.get_params()[0]
@@ -191,7 +194,7 @@ def ray_train_run(args, kill: bool) -> dict:
     import ray
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
-    ray.init(num_cpus=args.workers + 1, include_dashboard=False)
+    ray.init(num_cpus=args.workers + 1)
     tmp = tempfile.mkdtemp(prefix="bench-ray-train-")
     config = {"steps": args.steps, "every": args.checkpoint_every,
               "executed": os.path.join(tmp, "executed.txt"),
@@ -207,7 +210,13 @@ def ray_train_run(args, kill: bool) -> dict:
             except ProcessLookupError:
                 os.remove(os.path.join(config["pids"], name))
         return alive
-    killer = Killer(pids, args.kill_every, args.seed)
+    def progress() -> int:  # the furthest step rank 0 has run
+        try:
+            with open(config["executed"], "rb") as f:
+                return max((int(line) + 1 for line in f.read().split()), default=0)
+        except FileNotFoundError:
+            return 0
+    killer = Killer(pids, progress, args.kill_every, args.steps, args.seed)
     trainer = TorchTrainer(
         _train_loop, train_loop_config=config,
         scaling_config=ScalingConfig(num_workers=(args.min_workers, args.workers)),
@@ -217,8 +226,6 @@ def ray_train_run(args, kill: bool) -> dict:
     t0 = time.time()
     if kill:
         killer.start()
-        stopper = threading.Timer(0.9 * args.free_wall, killer.stop.set)
-        stopper.start()
     trainer.fit()
     wall = time.time() - t0
     killer.stop.set()
@@ -241,7 +248,6 @@ def side(name: str, args) -> dict:
         return json.load(open(args.out + ".rt"))
     run = raymod_run if name == "raymod" else ray_train_run
     free = run(args, kill=False)
-    args.free_wall = free["wall_s"]
     faulty = run(args, kill=True)
     out = {"side": name}
     for label, r in (("free", free), ("faulty", faulty)):
@@ -257,7 +263,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--min-workers", type=int, default=2)
     ap.add_argument("--steps", type=int, default=3000, help="a multiple of 200")
-    ap.add_argument("--kill-every", type=float, default=15.0)
+    ap.add_argument("--kill-every", type=int, default=250, help="steps between kills")
     ap.add_argument("--checkpoint-every", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--train-python", help="interpreter with torch and ray[train]")
@@ -284,7 +290,7 @@ def main() -> None:
             ray.shutdown()
         print(json.dumps(rows[-1]), flush=True)
     print(f"\nMLP 784-128-64-10, {args.steps} steps of batch 100, {args.min_workers}-"
-          f"{args.workers} workers, a worker SIGKILL every {args.kill_every:.0f} s; "
+          f"{args.workers} workers, a worker SIGKILL every {args.kill_every} steps; "
           f"{os.cpu_count()} cores, load {load:.1f} -> {os.getloadavg()[0]:.1f}")
     print("| system | failure-free s | with kills s | kills | s lost per kill | steps redone "
           "| loss free / faulty | params vs failure-free |")
