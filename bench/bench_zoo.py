@@ -117,7 +117,10 @@ def timed(side: Side, fwd, bwd, repeats: int) -> dict:
 
 
 def net_arrays(params, entry: dict):
-    inputs = {i["name"]: params.make_input(i["name"], i["shape"], i["recipe"])
+    import numpy as np
+    stored = np.load(ZOO / entry["npz_file"]) if entry.get("npz_file") else {}
+    inputs = {i["name"]: (stored[i["npz"]].astype(np.float32) if "npz" in i else
+                          params.make_input(i["name"], i["shape"], i["recipe"]))
               for i in entry["inputs"]}
     args = {n: (inputs[n] if n in inputs else params.make_param(n, s))
             for n, s in entry["arg_shapes"].items()}
