@@ -30,6 +30,13 @@ CASES = [  # data shape, kernel, stride, pad, dilate, num_filter, num_group, no_
     ((3, 2, 9), (3,), (2,), (1,), (2,), 3, 1, True),
     ((2, 2, 20), (3,), (1,), (1,), (2,), 4, 2, False),  # long rows: batch-first columns
     ((2, 2, 4, 5, 4), (2, 3, 2), (1, 2, 1), (1, 0, 1), (1, 1, 1), 2, 2, False),
+    # depthwise (num_group == channels == num_filter): strided, padded, dilated, 1-D to 3-D
+    ((2, 3, 7, 6), (3, 3), (1, 1), (1, 1), (1, 1), 3, 3, False),
+    ((2, 4, 9, 8), (3, 2), (2, 1), (1, 0), (1, 2), 4, 4, True),
+    ((2, 3, 11), (3,), (2,), (2,), (2,), 3, 3, False),
+    ((1, 2, 4, 5, 4), (2, 3, 2), (1, 2, 1), (1, 0, 1), (1, 1, 1), 2, 2, True),
+    # channel multiplier 2: grouped, not depthwise
+    ((2, 3, 6, 6), (3, 3), (1, 1), (1, 1), (1, 1), 6, 3, False),
 ]
 
 

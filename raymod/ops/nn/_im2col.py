@@ -106,7 +106,7 @@ def batch_last(out: tuple) -> bool:
     return bool(out) and out[-1] <= 12
 
 
-def _window(offsets, out, stride, dilate):
+def window(offsets, out, stride, dilate):
     """The strided slices reading kernel position ``offsets`` for every output position."""
     return tuple(slice(o * d, o * d + s * (n - 1) + 1, s)
                  for o, n, s, d in zip(offsets, out, stride, dilate))
@@ -129,7 +129,7 @@ def im2col(xp, x, out, kernel, stride, dilate, pad, last: bool):
         lead, tail, grid = (slice(None), slice(None)), (), (n,) + tuple(out)
     cols = xp.empty((c,) + tuple(kernel) + grid, dtype=x.dtype)
     for offsets in itertools.product(*map(range, kernel)):
-        cols[(slice(None),) + offsets] = xt[lead + _window(offsets, out, stride, dilate) + tail]
+        cols[(slice(None),) + offsets] = xt[lead + window(offsets, out, stride, dilate) + tail]
     return cols
 
 
@@ -147,7 +147,7 @@ def col2im(xp, cols, shape, kernel, stride, dilate, pad, last: bool):
         acc = xp.zeros((c, n) + padded, dtype=cols.dtype)
         lead, tail = (slice(None), slice(None)), ()
     for offsets in itertools.product(*map(range, kernel)):
-        acc[lead + _window(offsets, out, stride, dilate) + tail] += cols[(slice(None),) + offsets]
+        acc[lead + window(offsets, out, stride, dilate) + tail] += cols[(slice(None),) + offsets]
     acc = acc[lead + crop + tail]
     return xp.ascontiguousarray(xp.moveaxis(acc, -1, 0) if last else acc.swapaxes(0, 1))
 

@@ -7,7 +7,7 @@ from ...base import AttributeValueError
 from ..base import Op
 from ._im2col import (CONV_PARAMS, batch_last, batch_major, channel_major, check_conv_attrs,
                       col2im, cols_size, conv_out_size, data_batch_channels, grouped, im2col)
-from . import _winograd
+from . import _depthwise, _winograd
 
 # Winograd pays for its transforms only when there are enough tiles per GEMM and channels
 # per tile (measured with numpy on one thread: at 2x2 tiles of a batch-2 4x4 map it is 5x
@@ -80,10 +80,20 @@ class Convolution(Op):
                 and self.num_group == 1 and tiles >= WINOGRAD_MIN_TILES
                 and min(x_shape[1], self.num_filter) >= WINOGRAD_MIN_CHANNELS)
 
+    def _depthwise(self, channels: int) -> bool:
+        """Whether this layer is depthwise (one filter per channel, see :mod:`._depthwise`)."""
+        return self.num_group > 1 and self.num_group == channels == self.num_filter
+
     def forward(self, xp, inputs, aux, is_train):
         x, w = inputs[0], inputs[1]
         n, c, g = x.shape[0], x.shape[1], self.num_group
         out = self._out_spatial(x.shape[2:])
+        if self._depthwise(c):
+            y = _depthwise.forward(xp, x, w, out, self.kernel_, self.stride_, self.dilate_,
+                                   self.pad_)
+            if not self.no_bias:
+                y += inputs[2].reshape((1, -1) + (1,) * len(out))
+            return [y], None
         if self._winograd(x.shape, out):
             d = _winograd.transform_input(xp, x, self.pad_, out)
             wt = _winograd.transform_weight(xp, w)
@@ -109,6 +119,11 @@ class Convolution(Op):
         if not (need_grad[0] or need_grad[1]):
             return grads
         out = gy.shape[2:]
+        if self._depthwise(x.shape[1]):
+            grads[0], grads[1] = _depthwise.backward(
+                xp, gy, x, w, self.kernel_, self.stride_, self.dilate_, self.pad_,
+                need_grad[0], need_grad[1])
+            return grads
         if self._winograd(x.shape, out):
             d, wt = saved if saved is not None else (
                 _winograd.transform_input(xp, x, self.pad_, out), _winograd.transform_weight(xp, w))
