@@ -6,7 +6,8 @@ import math
 from ...base import AttributeValueError
 from ..base import Op
 from ._im2col import (CONV_PARAMS, batch_last, batch_major, channel_major, check_conv_attrs,
-                      col2im, cols_size, conv_out_size, data_batch_channels, grouped, im2col)
+                      col2im, cols_size, conv_out_size, data_batch_channels, data_grad_as_conv, grouped,
+                      im2col, transposed_pad)
 from . import _depthwise, _winograd
 
 # Winograd pays for its transforms only when there are enough tiles per GEMM and channels
@@ -14,6 +15,9 @@ from . import _depthwise, _winograd
 # slower than im2col, at 16x16 maps with 64+ channels about 1.5x faster).
 WINOGRAD_MIN_TILES = 64
 WINOGRAD_MIN_CHANNELS = 16
+# A stride-1 layer's data gradient runs as a convolution of the output gradient when the
+# batch has at least this many input positions per filter (see Convolution.backward).
+AS_CONV_MIN_POSITIONS_PER_FILTER = 4
 
 # Column buffers up to this many elements are kept from forward for the weight gradient;
 # larger ones are rebuilt from the retained data in backward to bound memory.
@@ -142,7 +146,15 @@ class Convolution(Op):
                               self.pad_, last)
             cols = cols.reshape(g, -1, gyt.shape[-1])
             grads[1] = xp.matmul(gyt, cols.swapaxes(1, 2)).reshape(w.shape)
-        if need_grad[0]:
+        full_pad = transposed_pad(self.kernel_, self.stride_, self.dilate_, self.pad_)
+        # as a convolution it copies the flipped weight (F*C*K) instead of scatter-adding
+        # C*K*N*L columns: worth it when positions outnumber filters (measured, numpy)
+        positions = x.shape[0] * math.prod(x.shape[2:])
+        if need_grad[0] and g == 1 and full_pad is not None and \
+                positions >= AS_CONV_MIN_POSITIONS_PER_FILTER * self.num_filter:
+            grads[0] = data_grad_as_conv(xp, gy, w, x.shape, self.kernel_, self.dilate_,
+                                         full_pad)
+        elif need_grad[0]:
             dcols = xp.matmul(grouped(w, g).swapaxes(1, 2), gyt)
             grid = gy.shape[2:] + x.shape[:1] if last else x.shape[:1] + gy.shape[2:]
             dcols = dcols.reshape((x.shape[1],) + self.kernel_ + grid)
