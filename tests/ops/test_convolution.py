@@ -37,8 +37,9 @@ CASES = [  # data shape, kernel, stride, pad, dilate, num_filter, num_group, no_
     ((1, 2, 4, 5, 4), (2, 3, 2), (1, 2, 1), (1, 0, 1), (1, 1, 1), 2, 2, True),
     # stride 1, ungrouped: the data gradient runs as a convolution of the output gradient
     # (dilated, asymmetric kernel and pads); pad beyond the kernel's reach falls back
-    ((2, 2, 9, 8), (3, 2), (1, 1), (2, 0), (2, 3), 3, 1, False),
+    ((2, 3, 9, 8), (3, 2), (1, 1), (2, 0), (2, 3), 3, 1, False),
     ((2, 3, 5, 9), (1, 5), (1, 1), (0, 2), (1, 1), 2, 1, True),
+    ((2, 3, 6, 7), (3, 3), (1, 1), (1, 1), (1, 1), 5, 1, True),  # more filters: col2im
     ((2, 2, 6, 6), (2, 2), (1, 1), (2, 2), (1, 1), 3, 1, False),
     # channel multiplier 2: grouped, not depthwise
     ((2, 3, 6, 6), (3, 3), (1, 1), (1, 1), (1, 1), 6, 3, False),

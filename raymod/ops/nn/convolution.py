@@ -147,11 +147,13 @@ class Convolution(Op):
             cols = cols.reshape(g, -1, gyt.shape[-1])
             grads[1] = xp.matmul(gyt, cols.swapaxes(1, 2)).reshape(w.shape)
         full_pad = transposed_pad(self.kernel_, self.stride_, self.dilate_, self.pad_)
-        # as a convolution it copies the flipped weight (F*C*K) instead of scatter-adding
-        # C*K*N*L columns: worth it when positions outnumber filters (measured, numpy)
+        # as a convolution it copies F*K*N*L columns of the output gradient and the flipped
+        # weight (F*C*K) instead of scatter-adding C*K*N*L: worth it when filters are no more
+        # than channels and positions outnumber filters (measured, numpy)
         positions = x.shape[0] * math.prod(x.shape[2:])
-        if need_grad[0] and g == 1 and full_pad is not None and \
-                positions >= AS_CONV_MIN_POSITIONS_PER_FILTER * self.num_filter:
+        f = self.num_filter
+        if need_grad[0] and g == 1 and full_pad is not None and f <= x.shape[1] and \
+                positions >= AS_CONV_MIN_POSITIONS_PER_FILTER * f:
             grads[0] = data_grad_as_conv(xp, gy, w, x.shape, self.kernel_, self.dilate_,
                                          full_pad)
         elif need_grad[0]:
