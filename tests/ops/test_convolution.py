@@ -80,6 +80,7 @@ WINOGRAD_CASES = [  # data shape, pad, num_filter, no_bias: odd and even outputs
 def test_convolution_winograd(ctx, rng, monkeypatch, shape, pad, nf, no_bias):
     """Stride-1 3x3 layers run as Winograd F(2x2, 3x3) (thresholds lowered so small shapes
     take that path): forward against the direct loop, both gradients numerically."""
+    monkeypatch.setattr(conv_module, "WINOGRAD", True)
     monkeypatch.setattr(conv_module, "WINOGRAD_MIN_TILES", 0)
     monkeypatch.setattr(conv_module, "WINOGRAD_MIN_CHANNELS", 0)
     calls = []
@@ -102,6 +103,7 @@ def test_convolution_winograd(ctx, rng, monkeypatch, shape, pad, nf, no_bias):
 def test_convolution_winograd_float32(rng, monkeypatch):
     """float32 Winograd stays within float32 rounding of the float64 direct convolution,
     for the data and weight gradients too (written out as correlations of the output grad)."""
+    monkeypatch.setattr(conv_module, "WINOGRAD", True)
     monkeypatch.setattr(conv_module, "WINOGRAD_MIN_TILES", 0)
     monkeypatch.setattr(conv_module, "WINOGRAD_MIN_CHANNELS", 0)
     x, w = rng.standard_normal((2, 8, 9, 10)), rng.standard_normal((6, 8, 3, 3))
