@@ -1,6 +1,7 @@
 """Forward + backward time of MXNet's example networks (the zoo fixtures), raymod beside MXNet.
 
-    python bench/bench_zoo.py [--nets vgg11,fcn8s] [--repeats 3] [--mxnet-python /tmp/mxvenv/bin/python]
+    python bench/bench_zoo.py [--nets vgg11,fcn8s] [--repeats 3] \
+        [--mxnet-python /tmp/mxvenv/bin/python]
     python bench/bench_zoo.py --layers fcn8s [--mxnet-python ...]     # one row per conv layer
 
 Each network of ``tests/fixtures/mxnet/zoo/index.json`` is bound at its fixture shapes (batch 2)
@@ -48,7 +49,8 @@ def side_env() -> dict:
 # ---------------------------------------------------------------- measuring side (subprocess)
 def load_params_helper():
     import importlib.util
-    spec = importlib.util.spec_from_file_location("_zoo_params", ROOT / "tests" / "zoo" / "params.py")
+    path = ROOT / "tests" / "zoo" / "params.py"
+    spec = importlib.util.spec_from_file_location("_zoo_params", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -278,7 +280,8 @@ def main() -> None:
         if r is not None:
             ratios.append(r)
         err = (ours or {}).get("error") or (theirs or {}).get("error")
-        print(f"{name:<28} {fmt((ours or {}).get('cpu_s')):>12} {fmt((theirs or {}).get('cpu_s')):>12} "
+        ours_s, theirs_s = (ours or {}).get("cpu_s"), (theirs or {}).get("cpu_s")
+        print(f"{name:<28} {fmt(ours_s):>12} {fmt(theirs_s):>12} "
               f"{fmt(r, 2):>7} {fmt(ratio(ours, theirs, 'fwd_cpu_s'), 2):>9} "
               f"{fmt(ratio(ours, theirs, 'bwd_cpu_s'), 2):>9} "
               f"{fmt((ours or {}).get('wall_s')):>11} {fmt((theirs or {}).get('wall_s')):>11}"

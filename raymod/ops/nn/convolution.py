@@ -7,8 +7,8 @@ import os
 from ...base import AttributeValueError
 from ..base import Op
 from ._im2col import (CONV_PARAMS, batch_last, batch_major, channel_major, check_conv_attrs,
-                      col2im, cols_size, conv_out_size, data_batch_channels, data_grad_as_conv, grouped,
-                      im2col, transposed_pad)
+                      col2im, cols_size, conv_out_size, data_batch_channels,
+                      data_grad_as_conv, grouped, im2col, transposed_pad)
 from . import _depthwise, _winograd
 
 # Winograd pays for its transforms only when there are enough tiles per GEMM and channels
@@ -85,8 +85,8 @@ class Convolution(Op):
     def _winograd(self, x_shape, out) -> bool:
         """Whether this layer runs as Winograd F(2x2, 3x3) (see :mod:`._winograd`)."""
         tiles = x_shape[0] * math.ceil(out[0] / 2) * math.ceil(out[1] / 2) if len(out) == 2 else 0
-        return (WINOGRAD and self.kernel_ == (3, 3) and self.stride_ == (1, 1) and self.dilate_ == (1, 1)
-                and self.num_group == 1 and tiles >= WINOGRAD_MIN_TILES
+        return (WINOGRAD and self.kernel_ == (3, 3) and self.stride_ == (1, 1)
+                and self.dilate_ == (1, 1) and self.num_group == 1 and tiles >= WINOGRAD_MIN_TILES
                 and min(x_shape[1], self.num_filter) >= WINOGRAD_MIN_CHANNELS)
 
     def _depthwise(self, channels: int) -> bool:
