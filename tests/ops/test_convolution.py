@@ -47,7 +47,9 @@ CASES = [  # data shape, kernel, stride, pad, dilate, num_filter, num_group, no_
 
 
 @pytest.mark.parametrize("shape,kernel,stride,pad,dilate,nf,ng,no_bias", CASES)
-def test_convolution(ctx, rng, shape, kernel, stride, pad, dilate, nf, ng, no_bias):
+def test_convolution(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, nf, ng,
+                     no_bias):
+    monkeypatch.setattr(conv_module, "DEPTHWISE_MIN_POSITIONS", 0)  # small maps take it too
     names = ["data", "weight"] + ([] if no_bias else ["bias"])
     sym = op_symbol("Convolution", names, kernel=kernel, stride=stride, pad=pad, dilate=dilate,
                     num_filter=nf, num_group=ng, no_bias=no_bias)
