@@ -30,11 +30,26 @@ CASES = [  # data shape, kernel, stride, pad, dilate, num_filter, num_group, no_
     ((3, 2, 9), (3,), (2,), (1,), (2,), 3, 1, True),
     ((2, 2, 20), (3,), (1,), (1,), (2,), 4, 2, False),  # long rows: batch-first columns
     ((2, 2, 4, 5, 4), (2, 3, 2), (1, 2, 1), (1, 0, 1), (1, 1, 1), 2, 2, False),
+    # depthwise (num_group == channels == num_filter): strided, padded, dilated, 1-D to 3-D
+    ((2, 3, 7, 6), (3, 3), (1, 1), (1, 1), (1, 1), 3, 3, False),
+    ((2, 4, 9, 8), (3, 2), (2, 1), (1, 0), (1, 2), 4, 4, True),
+    ((2, 3, 11), (3,), (2,), (2,), (2,), 3, 3, False),
+    ((1, 2, 4, 5, 4), (2, 3, 2), (1, 2, 1), (1, 0, 1), (1, 1, 1), 2, 2, True),
+    # stride 1, ungrouped: the data gradient runs as a convolution of the output gradient
+    # (dilated, asymmetric kernel and pads); pad beyond the kernel's reach falls back
+    ((2, 3, 9, 8), (3, 2), (1, 1), (2, 0), (2, 3), 3, 1, False),
+    ((2, 3, 5, 9), (1, 5), (1, 1), (0, 2), (1, 1), 2, 1, True),
+    ((2, 3, 6, 7), (3, 3), (1, 1), (1, 1), (1, 1), 5, 1, True),  # more filters: col2im
+    ((2, 2, 6, 6), (2, 2), (1, 1), (2, 2), (1, 1), 3, 1, False),
+    # channel multiplier 2: grouped, not depthwise
+    ((2, 3, 6, 6), (3, 3), (1, 1), (1, 1), (1, 1), 6, 3, False),
 ]
 
 
 @pytest.mark.parametrize("shape,kernel,stride,pad,dilate,nf,ng,no_bias", CASES)
-def test_convolution(ctx, rng, shape, kernel, stride, pad, dilate, nf, ng, no_bias):
+def test_convolution(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, nf, ng,
+                     no_bias):
+    monkeypatch.setattr(conv_module, "DEPTHWISE_MIN_POSITIONS", 0)  # small maps take it too
     names = ["data", "weight"] + ([] if no_bias else ["bias"])
     sym = op_symbol("Convolution", names, kernel=kernel, stride=stride, pad=pad, dilate=dilate,
                     num_filter=nf, num_group=ng, no_bias=no_bias)
@@ -54,6 +69,62 @@ def test_convolution_rebuilds_columns_when_too_big(rng, monkeypatch):
     check_gradient(sym, {"data": rng.standard_normal((2, 2, 5, 5)),
                          "weight": rng.standard_normal((3, 2, 2, 2)),
                          "bias": rng.standard_normal(3)})
+
+
+WINOGRAD_CASES = [  # data shape, pad, num_filter, no_bias: odd and even outputs, pad 0..2
+    ((2, 3, 6, 7), (1, 1), 4, False),
+    ((1, 2, 5, 5), (0, 0), 3, True),
+    ((3, 2, 4, 6), (2, 1), 2, False),
+]
+
+
+@pytest.mark.parametrize("shape,pad,nf,no_bias", WINOGRAD_CASES)
+def test_convolution_winograd(ctx, rng, monkeypatch, shape, pad, nf, no_bias):
+    """Stride-1 3x3 layers run as Winograd F(2x2, 3x3) (thresholds lowered so small shapes
+    take that path): forward against the direct loop, both gradients numerically."""
+    monkeypatch.setattr(conv_module, "WINOGRAD", True)
+    monkeypatch.setattr(conv_module, "WINOGRAD_MIN_TILES", 0)
+    monkeypatch.setattr(conv_module, "WINOGRAD_MIN_CHANNELS", 0)
+    calls = []
+    original = conv_module._winograd.transform_input
+    monkeypatch.setattr(conv_module._winograd, "transform_input",
+                        lambda *a: calls.append(1) or original(*a))
+    names = ["data", "weight"] + ([] if no_bias else ["bias"])
+    sym = op_symbol("Convolution", names, kernel=(3, 3), pad=pad, num_filter=nf,
+                    no_bias=no_bias)
+    inputs = {"data": rng.standard_normal(shape),
+              "weight": rng.standard_normal((nf, shape[1], 3, 3))}
+    if not no_bias:
+        inputs["bias"] = rng.standard_normal(nf)
+    check_forward(sym, inputs, lambda data, weight, bias=None: reference_conv(
+        data, weight, bias, (1, 1), pad, (1, 1), 1), ctx)
+    check_gradient(sym, inputs, ctx)
+    assert calls, "the Winograd path was not taken"
+
+
+def test_convolution_winograd_float32(rng, monkeypatch):
+    """float32 Winograd stays within float32 rounding of the float64 direct convolution,
+    for the data and weight gradients too (written out as correlations of the output grad)."""
+    monkeypatch.setattr(conv_module, "WINOGRAD", True)
+    monkeypatch.setattr(conv_module, "WINOGRAD_MIN_TILES", 0)
+    monkeypatch.setattr(conv_module, "WINOGRAD_MIN_CHANNELS", 0)
+    x, w = rng.standard_normal((2, 8, 9, 10)), rng.standard_normal((6, 8, 3, 3))
+    gy = rng.standard_normal((2, 6, 9, 10))
+    op = conv_module.Convolution(kernel=(3, 3), pad=(1, 1), num_filter=6, no_bias=True)
+    op.check()
+    assert op._winograd(x.shape, (9, 10))
+    x32, w32 = x.astype(np.float32), w.astype(np.float32)
+    (y,), saved = op.forward(np, [x32, w32], [], True)
+    dx, dw = op.backward(np, [gy.astype(np.float32)], [x32, w32], [y], saved, [True, True])
+    ref = reference_conv(x, w, None, (1, 1), (1, 1), (1, 1), 1)
+    xpad = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)])
+    dw_ref = np.stack([np.stack([np.einsum("nfhw,nchw->fc", gy, xpad[:, :, i:i + 9, j:j + 10])
+                                 for j in range(3)], -1) for i in range(3)], -2)
+    dx_ref = reference_conv(gy, np.flip(w, (2, 3)).swapaxes(0, 1), None, (1, 1), (1, 1),
+                            (1, 1), 1)
+    for ours, want in [(y, ref), (dw, dw_ref), (dx, dx_ref)]:
+        assert ours.dtype == np.float32
+        np.testing.assert_allclose(ours, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
 def test_convolution_float32_and_shapes(rng):

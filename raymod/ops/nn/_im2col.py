@@ -106,7 +106,7 @@ def batch_last(out: tuple) -> bool:
     return bool(out) and out[-1] <= 12
 
 
-def _window(offsets, out, stride, dilate):
+def window(offsets, out, stride, dilate):
     """The strided slices reading kernel position ``offsets`` for every output position."""
     return tuple(slice(o * d, o * d + s * (n - 1) + 1, s)
                  for o, n, s, d in zip(offsets, out, stride, dilate))
@@ -129,7 +129,7 @@ def im2col(xp, x, out, kernel, stride, dilate, pad, last: bool):
         lead, tail, grid = (slice(None), slice(None)), (), (n,) + tuple(out)
     cols = xp.empty((c,) + tuple(kernel) + grid, dtype=x.dtype)
     for offsets in itertools.product(*map(range, kernel)):
-        cols[(slice(None),) + offsets] = xt[lead + _window(offsets, out, stride, dilate) + tail]
+        cols[(slice(None),) + offsets] = xt[lead + window(offsets, out, stride, dilate) + tail]
     return cols
 
 
@@ -147,7 +147,7 @@ def col2im(xp, cols, shape, kernel, stride, dilate, pad, last: bool):
         acc = xp.zeros((c, n) + padded, dtype=cols.dtype)
         lead, tail = (slice(None), slice(None)), ()
     for offsets in itertools.product(*map(range, kernel)):
-        acc[lead + _window(offsets, out, stride, dilate) + tail] += cols[(slice(None),) + offsets]
+        acc[lead + window(offsets, out, stride, dilate) + tail] += cols[(slice(None),) + offsets]
     acc = acc[lead + crop + tail]
     return xp.ascontiguousarray(xp.moveaxis(acc, -1, 0) if last else acc.swapaxes(0, 1))
 
@@ -177,3 +177,30 @@ def grouped(w, groups: int):
 def cols_size(c: int, kernel: tuple, n: int, out: tuple) -> int:
     """Number of elements of a column buffer."""
     return c * n * math.prod(kernel) * math.prod(out)
+
+
+def transposed_pad(kernel: tuple, stride: tuple, dilate: tuple, pad: tuple):
+    """The padding that turns a stride-1 layer's data gradient into a plain convolution of
+    the output gradient with the flipped kernel, or None when there is none (a stride above
+    1, or a pad beyond the dilated kernel's reach)."""
+    if any(s != 1 for s in stride):
+        return None
+    full = tuple(d * (k - 1) - p for k, d, p in zip(kernel, dilate, pad))
+    return full if all(q >= 0 for q in full) else None
+
+
+def data_grad_as_conv(xp, gy, w, x_shape, kernel, dilate, full_pad):
+    """Data gradient of a stride-1, ungrouped convolution as a forward one:
+    ``dx = gy (*) flip(w)^T`` over ``gy`` padded by ``full_pad`` (see :func:`transposed_pad`).
+
+    One im2col copy of ``gy`` and one GEMM, where the GEMM-then-col2im route adds every
+    kernel offset back into the data with a strided scatter.
+    """
+    nd = len(kernel)
+    flipped = w[(slice(None), slice(None)) + (slice(None, None, -1),) * nd]
+    wt = xp.ascontiguousarray(flipped.swapaxes(0, 1)).reshape(w.shape[1], -1)  # (C, F*K)
+    spatial = tuple(x_shape[2:])
+    last = batch_last(spatial)
+    cols = im2col(xp, gy, spatial, kernel, (1,) * nd, dilate, full_pad, last)
+    y = wt @ cols.reshape(wt.shape[1], -1)
+    return batch_major(xp, y, x_shape[0], spatial, last)

@@ -2,11 +2,29 @@
 from __future__ import annotations
 
 import math
+import os
 
 from ...base import AttributeValueError
 from ..base import Op
 from ._im2col import (CONV_PARAMS, batch_last, batch_major, channel_major, check_conv_attrs,
-                      col2im, cols_size, conv_out_size, data_batch_channels, grouped, im2col)
+                      col2im, cols_size, conv_out_size, data_batch_channels,
+                      data_grad_as_conv, grouped, im2col, transposed_pad)
+from . import _depthwise, _winograd
+
+# Depthwise layers with fewer output positions (batch times map) use the grouped GEMM.
+DEPTHWISE_MIN_POSITIONS = 1024
+# Winograd pays for its transforms only when there are enough tiles per GEMM and channels
+# per tile (measured with numpy on one thread: at 2x2 tiles of a batch-2 4x4 map it is 5x
+# slower than im2col, at 16x16 maps with 64+ channels about 1.5x faster).
+WINOGRAD_MIN_TILES = 64
+WINOGRAD_MIN_CHANNELS = 16
+# Off by default: exact in float64, but in float32 its rounding differs enough from im2col's
+# that fcn32s's gradients (tiny, cancelling) miss MXNet's by 1e-3 relative in tests/zoo.
+# RAYMOD_CONV_WINOGRAD=1 turns it on for the process.
+WINOGRAD = os.environ.get("RAYMOD_CONV_WINOGRAD", "0") == "1"
+# A stride-1 layer's data gradient runs as a convolution of the output gradient when the
+# batch has at least this many input positions per filter (see Convolution.backward).
+AS_CONV_MIN_POSITIONS_PER_FILTER = 4
 
 # Column buffers up to this many elements are kept from forward for the weight gradient;
 # larger ones are rebuilt from the retained data in backward to bound memory.
@@ -66,10 +84,38 @@ class Convolution(Op):
         shapes = [new_data, (f, chans // g) + self.kernel_] + ([] if self.no_bias else [(f,)])
         return shapes, [(batch, f) + self._out_spatial(spatial)], []
 
+    def _winograd(self, x_shape, out) -> bool:
+        """Whether this layer runs as Winograd F(2x2, 3x3) (see :mod:`._winograd`)."""
+        tiles = x_shape[0] * math.ceil(out[0] / 2) * math.ceil(out[1] / 2) if len(out) == 2 else 0
+        return (WINOGRAD and self.kernel_ == (3, 3) and self.stride_ == (1, 1)
+                and self.dilate_ == (1, 1) and self.num_group == 1 and tiles >= WINOGRAD_MIN_TILES
+                and min(x_shape[1], self.num_filter) >= WINOGRAD_MIN_CHANNELS)
+
+    def _depthwise(self, x_shape) -> bool:
+        """Whether this layer runs as depthwise (one filter per channel, see
+        :mod:`._depthwise`): on small maps the grouped GEMM's few large calls beat its
+        per-offset ones (measured, numpy: 1.3x slower at 8x8, 1.5-2.6x faster from 28x28)."""
+        out = self._out_spatial(x_shape[2:])
+        return (self.num_group > 1 and self.num_group == x_shape[1] == self.num_filter
+                and x_shape[0] * math.prod(out) >= DEPTHWISE_MIN_POSITIONS)
+
     def forward(self, xp, inputs, aux, is_train):
         x, w = inputs[0], inputs[1]
         n, c, g = x.shape[0], x.shape[1], self.num_group
         out = self._out_spatial(x.shape[2:])
+        if self._depthwise(x.shape):
+            y = _depthwise.forward(xp, x, w, out, self.kernel_, self.stride_, self.dilate_,
+                                   self.pad_)
+            if not self.no_bias:
+                y += inputs[2].reshape((1, -1) + (1,) * len(out))
+            return [y], None
+        if self._winograd(x.shape, out):
+            d = _winograd.transform_input(xp, x, self.pad_, out)
+            wt = _winograd.transform_weight(xp, w)
+            y = _winograd.inverse_output(xp, xp.matmul(wt, d), n, out)
+            if not self.no_bias:
+                y += inputs[2].reshape(-1, 1, 1)
+            return [y], ((d, wt) if is_train else None)
         last = batch_last(out)
         cols = im2col(xp, x, out, self.kernel_, self.stride_, self.dilate_, self.pad_, last)
         y = xp.matmul(grouped(w, g), cols.reshape(g, -1, n * math.prod(out)))
@@ -87,7 +133,22 @@ class Convolution(Op):
             grads[2] = gy.sum(axis=(0,) + tuple(range(2, gy.ndim)))
         if not (need_grad[0] or need_grad[1]):
             return grads
-        last = batch_last(gy.shape[2:])
+        out = gy.shape[2:]
+        if self._depthwise(x.shape):
+            grads[0], grads[1] = _depthwise.backward(
+                xp, gy, x, w, self.kernel_, self.stride_, self.dilate_, self.pad_,
+                need_grad[0], need_grad[1])
+            return grads
+        if self._winograd(x.shape, out):
+            d, wt = saved if saved is not None else (
+                _winograd.transform_input(xp, x, self.pad_, out), _winograd.transform_weight(xp, w))
+            gt = _winograd.transform_grad(xp, gy)
+            if need_grad[1]:
+                grads[1] = _winograd.weight_grad(xp, gt, d, w.shape)
+            if need_grad[0]:
+                grads[0] = _winograd.data_grad(xp, wt, gt, x.shape, self.pad_, out)
+            return grads
+        last = batch_last(out)
         gyt = channel_major(xp, gy, g, last)  # (G, F/G, N*L)
         if need_grad[1]:
             cols = saved
@@ -96,7 +157,17 @@ class Convolution(Op):
                               self.pad_, last)
             cols = cols.reshape(g, -1, gyt.shape[-1])
             grads[1] = xp.matmul(gyt, cols.swapaxes(1, 2)).reshape(w.shape)
-        if need_grad[0]:
+        full_pad = transposed_pad(self.kernel_, self.stride_, self.dilate_, self.pad_)
+        # as a convolution it copies F*K*N*L columns of the output gradient and the flipped
+        # weight (F*C*K) instead of scatter-adding C*K*N*L: worth it when filters are no more
+        # than channels and positions outnumber filters (measured, numpy)
+        positions = x.shape[0] * math.prod(x.shape[2:])
+        f = self.num_filter
+        if need_grad[0] and g == 1 and full_pad is not None and f <= x.shape[1] and \
+                positions >= AS_CONV_MIN_POSITIONS_PER_FILTER * f:
+            grads[0] = data_grad_as_conv(xp, gy, w, x.shape, self.kernel_, self.dilate_,
+                                         full_pad)
+        elif need_grad[0]:
             dcols = xp.matmul(grouped(w, g).swapaxes(1, 2), gyt)
             grid = gy.shape[2:] + x.shape[:1] if last else x.shape[:1] + gy.shape[2:]
             dcols = dcols.reshape((x.shape[1],) + self.kernel_ + grid)

@@ -1,0 +1,298 @@
+"""Forward + backward time of MXNet's example networks (the zoo fixtures), raymod beside MXNet.
+
+    python bench/bench_zoo.py [--nets vgg11,fcn8s] [--repeats 3] \
+        [--mxnet-python /tmp/mxvenv/bin/python]
+    python bench/bench_zoo.py --layers fcn8s [--mxnet-python ...]     # one row per conv layer
+
+Each network of ``tests/fixtures/mxnet/zoo/index.json`` is bound at its fixture shapes (batch 2)
+with the fixtures' parameter recipe, then timed as ``forward(is_train=True)`` + ``backward`` on one
+thread: CPU time (``time.process_time``, every thread of the process) and wall time per step,
+the median of ``--repeats`` steps after one warm-up step. Both sides run in their own
+subprocess with ``OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=MKL_NUM_THREADS=1`` and with
+``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` unset (they slow numpy's sgemm on hosts that set
+them; a user's machine does not). MXNet runs with its default oneDNN backend.
+
+``--layers NET`` times every Convolution / Deconvolution of NET alone (data and weight
+gradients), at the data shape it sees inside NET, forward and backward separately.
+
+Prints one JSON object per measurement, then a table; the ratio column is raymod / MXNet CPU time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+ZOO = ROOT / "tests" / "fixtures" / "mxnet" / "zoo"
+CONV_OPS = ("Convolution", "Deconvolution")
+# Both vars change which sgemm kernel OpenBLAS picks, and only for this host.
+BLAS_ENV_DROP = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+ONE_THREAD = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def side_env() -> dict:
+    """The environment of a measuring subprocess: one thread, the host's BLAS overrides dropped."""
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_ENV_DROP}
+    env.update({k: "1" for k in ONE_THREAD})
+    env.pop("MXNET_MKLDNN_ENABLED", None)  # oneDNN on: the speed a user gets
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+# ---------------------------------------------------------------- measuring side (subprocess)
+def load_params_helper():
+    import importlib.util
+    path = ROOT / "tests" / "zoo" / "params.py"
+    spec = importlib.util.spec_from_file_location("_zoo_params", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Side:
+    """What differs between raymod and MXNet: import, bind, run, wait."""
+
+    def __init__(self, name: str):
+        self.name = name
+        if name == "mxnet":
+            import mxnet as mx
+            self.lib, self.version = mx, mx.__version__
+        else:
+            import raymod as rm
+            self.lib, self.version = rm, getattr(rm, "__version__", "dev")
+
+    def load(self, text: str):
+        return self.lib.sym.load_json(text)
+
+    def bind(self, sym, args: dict, grads: list, aux: dict):
+        lib = self.lib
+        if self.name == "mxnet":
+            args = {k: lib.nd.array(v) for k, v in args.items()}
+            aux = {k: lib.nd.array(v) for k, v in aux.items()}
+            args_grad = {k: lib.nd.zeros(args[k].shape) for k in grads}
+        else:
+            args_grad = {k: args[k] * 0 for k in grads}
+        return sym.bind(lib.cpu(), args=args, args_grad=args_grad,
+                        grad_req={k: ("write" if k in grads else "null") for k in args},
+                        aux_states=aux)
+
+    def heads(self, arrays):
+        return [self.lib.nd.array(a) for a in arrays] if self.name == "mxnet" else arrays
+
+    def wait(self):
+        if self.name == "mxnet":
+            self.lib.nd.waitall()
+
+    def blas(self) -> list:
+        if self.name == "mxnet":
+            feats = self.lib.runtime.Features()
+            return [{k: feats.is_enabled(k) for k in ("MKLDNN", "BLAS_OPEN", "BLAS_MKL")}]
+        try:
+            from threadpoolctl import threadpool_info
+        except ImportError:
+            return [{"note": "threadpoolctl not installed in this environment"}]
+        keep = ("internal_api", "architecture", "num_threads", "version")
+        return [{k: i.get(k) for k in keep} for i in threadpool_info()]
+
+
+def timed(side: Side, fwd, bwd, repeats: int) -> dict:
+    """Median CPU and wall seconds of forward, backward and the pair, after one warm-up."""
+    rows = []
+    for _ in range(repeats + 1):
+        c0, w0 = time.process_time(), time.perf_counter()
+        fwd()
+        side.wait()
+        c1, w1 = time.process_time(), time.perf_counter()
+        bwd()
+        side.wait()
+        rows.append((c1 - c0, time.process_time() - c1, w1 - w0, time.perf_counter() - w1))
+    med = [statistics.median(col) for col in zip(*rows[1:])]
+    return {"fwd_cpu_s": med[0], "bwd_cpu_s": med[1], "cpu_s": med[0] + med[1],
+            "fwd_wall_s": med[2], "bwd_wall_s": med[3], "wall_s": med[2] + med[3]}
+
+
+def net_arrays(params, entry: dict):
+    import numpy as np
+    stored = np.load(ZOO / entry["npz_file"]) if entry.get("npz_file") else {}
+    inputs = {i["name"]: (stored[i["npz"]].astype(np.float32) if "npz" in i else
+                          params.make_input(i["name"], i["shape"], i["recipe"]))
+              for i in entry["inputs"]}
+    args = {n: (inputs[n] if n in inputs else params.make_param(n, s))
+            for n, s in entry["arg_shapes"].items()}
+    aux = {n: params.make_param(n, s) for n, s in entry["aux_shapes"].items()}
+    grads = [n for n in args if n not in inputs] + list(entry.get("grad_inputs", []))
+    return args, aux, grads
+
+
+def measure_net(side: Side, params, net: str, entry: dict, repeats: int) -> dict:
+    sym = side.load((ZOO / entry["symbol_file"]).read_text())
+    args, aux, grads = net_arrays(params, entry)
+    exe = side.bind(sym, args, grads, aux)
+    heads = [params.head_grad(f"{net}:{i}", s) for i, s in enumerate(entry["out_shapes"])]
+    heads = side.heads(heads)
+    return timed(side, lambda: exe.forward(is_train=True), lambda: exe.backward(heads), repeats)
+
+
+def conv_layers(net: str, entry: dict) -> list[dict]:
+    """Every Convolution / Deconvolution of ``net``: name, op, attributes, data shape (raymod's
+    shape inference, which follows MXNet's)."""
+    import raymod as rm
+    graph = json.loads((ZOO / entry["symbol_file"]).read_text())
+    internals = rm.sym.load_json(json.dumps(graph)).get_internals()
+    shapes = {i["name"]: tuple(i["shape"]) for i in entry["inputs"]}
+    _, outs, _ = internals.infer_shape(**shapes)
+    by_name = dict(zip(internals.list_outputs(), outs))
+    nodes, layers = graph["nodes"], []
+    for node in nodes:
+        if node["op"] not in CONV_OPS:
+            continue
+        src, idx = node["inputs"][0][:2]
+        src = nodes[src]
+        names = [src["name"]] if src["op"] == "null" else \
+            [f"{src['name']}_output", f"{src['name']}_output{idx}"]
+        shape = next((by_name[n] for n in names if n in by_name), None)
+        if shape is None:
+            continue
+        attrs = dict(node.get("attrs", node.get("attr", {})))
+        layers.append({"layer": node["name"], "op": node["op"], "attrs": attrs,
+                       "data": list(shape)})
+    return layers
+
+
+def measure_layer(side: Side, params, layer: dict, repeats: int) -> dict:
+    lib = side.lib
+    data = lib.sym.Variable("data")
+    kwargs = {k: v for k, v in layer["attrs"].items() if not k.startswith("__")}
+    sym = getattr(lib.sym, layer["op"])(data, name="L", **kwargs)
+    arg_shapes, out_shapes, _ = sym.infer_shape(data=tuple(layer["data"]))
+    args = {n: params.make_param(n, s) for n, s in zip(sym.list_arguments(), arg_shapes)}
+    args["data"] = params.make_input("data", layer["data"], {"kind": "uniform"})
+    exe = side.bind(sym, args, list(args), {})
+    heads = side.heads([params.head_grad("L", out_shapes[0])])
+    return timed(side, lambda: exe.forward(is_train=True), lambda: exe.backward(heads), repeats)
+
+
+def run_side(args) -> None:
+    side = Side(args.side)
+    params = load_params_helper()
+    index = json.loads((ZOO / "index.json").read_text())["networks"]
+    head = {"side": side.name, "version": side.version, "blas": side.blas()}
+    print(json.dumps(head), flush=True)
+    if args.layer_list:
+        for layer in json.loads(Path(args.layer_list).read_text()):
+            rec = {"side": side.name, "layer": layer["layer"]}
+            try:
+                rec.update(measure_layer(side, params, layer, args.repeats))
+            except Exception as err:  # noqa: BLE001 - a failing layer is reported, not fatal
+                rec["error"] = f"{type(err).__name__}: {err}"[:300]
+            print(json.dumps(rec), flush=True)
+        return
+    for net in args.nets.split(","):
+        rec = {"side": side.name, "net": net}
+        try:
+            rec.update(measure_net(side, params, net, index[net], args.repeats))
+        except Exception as err:  # noqa: BLE001 - a net one side cannot run is reported
+            rec["error"] = f"{type(err).__name__}: {err}"[:300]
+        print(json.dumps(rec), flush=True)
+
+
+# ---------------------------------------------------------------- driver
+def spawn(python: str, argv: list[str], timeout: float) -> list[dict]:
+    cmd = [python, str(Path(__file__).resolve())] + argv
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, env=side_env(), timeout=timeout)
+        text, err = out.stdout, out.stderr
+    except subprocess.TimeoutExpired as exc:
+        text, err = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else \
+            (exc.stdout or ""), "timed out"
+    recs = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    if not recs:
+        recs = [{"error": f"{python} gave no result: {err[-1500:]}"}]
+    return recs
+
+
+def ratio(a: dict | None, b: dict | None, key: str) -> float | None:
+    if not a or not b or key not in a or key not in b or not b[key]:
+        return None
+    return a[key] / b[key]
+
+
+def fmt(x, digits=4) -> str:
+    return "-" if x is None else (f"{x:.{digits}f}" if isinstance(x, float) else str(x))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--nets", default=None, help="comma list (default: every zoo network)")
+    ap.add_argument("--layers", default=None, help="time each conv layer of this network")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--mxnet-python", default=None,
+                    help="python of a venv with mxnet 1.9.1 (e.g. /tmp/mxvenv/bin/python)")
+    ap.add_argument("--timeout", type=float, default=3600, help="seconds per side")
+    ap.add_argument("--side", choices=("raymod", "mxnet"), help=argparse.SUPPRESS)
+    ap.add_argument("--layer-list", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.side:
+        return run_side(args)
+    index = json.loads((ZOO / "index.json").read_text())["networks"]
+    common = ["--repeats", str(args.repeats)]
+    if args.layers:
+        os.environ.update({k: "1" for k in ONE_THREAD})
+        layers = conv_layers(args.layers, index[args.layers])
+        listing = ROOT / "bench" / "results" / f"zoo_layers_{args.layers}.json"
+        listing.parent.mkdir(exist_ok=True)
+        listing.write_text(json.dumps(layers))
+        common += ["--layer-list", str(listing)]
+        key = "layer"
+    else:
+        nets = args.nets.split(",") if args.nets else list(index)
+        unknown = [n for n in nets if n not in index]
+        if unknown:
+            raise SystemExit(f"--nets: {unknown} not in the zoo; known: {sorted(index)}")
+        common += ["--nets", ",".join(nets)]
+        key = "net"
+    load = round(os.getloadavg()[0], 2)
+    sides = {"raymod": spawn(sys.executable, ["--side", "raymod"] + common, args.timeout)}
+    if args.mxnet_python:
+        sides["mxnet"] = spawn(args.mxnet_python, ["--side", "mxnet"] + common, args.timeout)
+    for recs in sides.values():
+        for rec in recs:
+            print(json.dumps(rec))
+    rows = {s: {r[key]: r for r in recs if key in r} for s, recs in sides.items()}
+    names = list(rows["raymod"]) or list(rows.get("mxnet", {}))
+    print(f"\nload average (1 min) at start {load}, at end {round(os.getloadavg()[0], 2)}; "
+          f"one thread; CPU time per forward+backward step, median of {args.repeats}")
+    for s, recs in sides.items():
+        print(f"{s}: {recs[0].get('version')} BLAS {recs[0].get('blas')}")
+    print(f"{key:<28} {'raymod cpu s':>12} {'mxnet cpu s':>12} {'ratio':>7} "
+          f"{'fwd ratio':>9} {'bwd ratio':>9} {'raymod wall':>11} {'mxnet wall':>11}")
+    ratios = []
+    for name in names:
+        ours, theirs = rows["raymod"].get(name), rows.get("mxnet", {}).get(name)
+        r = ratio(ours, theirs, "cpu_s")
+        if r is not None:
+            ratios.append(r)
+        err = (ours or {}).get("error") or (theirs or {}).get("error")
+        ours_s, theirs_s = (ours or {}).get("cpu_s"), (theirs or {}).get("cpu_s")
+        print(f"{name:<28} {fmt(ours_s):>12} {fmt(theirs_s):>12} "
+              f"{fmt(r, 2):>7} {fmt(ratio(ours, theirs, 'fwd_cpu_s'), 2):>9} "
+              f"{fmt(ratio(ours, theirs, 'bwd_cpu_s'), 2):>9} "
+              f"{fmt((ours or {}).get('wall_s')):>11} {fmt((theirs or {}).get('wall_s')):>11}"
+              + (f"  error: {err[:80]}" if err else ""))
+    if ratios:
+        q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+        summary = {"median_ratio": statistics.median(ratios), "q1": q[0], "q3": q[2],
+                   "max_ratio": max(ratios), "over_1_5": sum(r > 1.5 for r in ratios),
+                   "count": len(ratios), "loadavg_1m": load}
+        print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
