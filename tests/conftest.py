@@ -1,19 +1,55 @@
-"""Shared fixtures: the compute backends (numpy always, CuPy when a GPU is present)."""
+"""Shared fixtures: the compute backends (numpy always; CuPy on a GPU, else CuPy's stand-in)."""
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-import raymod as rm
-from raymod.context import gpu_available
+
+def _real_cupy_sees_a_device() -> bool:
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no CuPy, or no CUDA driver/device
+        return False
+
+
+# Without a usable real CuPy, the strict stand-in (tests/cupy_standin.py) plays ``cupy``, so the
+# CuPy code path runs here. It must be in sys.modules before raymod first imports cupy.
+# RAYMOD_CUPY_STANDIN=0 turns it off (the GPU halves then skip, as before).
+CUPY_STANDIN = (os.environ.get("RAYMOD_CUPY_STANDIN", "1") != "0"
+                and not _real_cupy_sees_a_device())
+if CUPY_STANDIN:
+    for _name in [n for n in sys.modules if n == "cupy" or n.startswith("cupy.")]:
+        del sys.modules[_name]
+    import cupy_standin
+
+    cupy_standin.install()
+
+import raymod as rm  # noqa: E402 - after cupy is settled
+from raymod.context import gpu_available  # noqa: E402
+
+# The folders whose GPU halves run on the stand-in: every op and the executors. Elsewhere a GPU
+# test needs a real device's features (several devices, Ray workers given num_gpus).
+_TESTS = Path(__file__).parent
+STANDIN_FOLDERS = (_TESTS / "ops", _TESTS / "parallel", _TESTS / "test_executor.py",
+                   _TESTS / "test_operator.py", _TESTS / "kvstore" / "test_kvstore_local.py")
+
+
+def _runs_on_standin(path: Path) -> bool:
+    return any(path == folder or folder in path.parents for folder in STANDIN_FOLDERS)
 
 
 @pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
 def ctx(request):
-    """Every backend test runs on rm.cpu(0) and, where CuPy sees a GPU, on rm.gpu(0)."""
+    """Every backend test runs on rm.cpu(0) and on rm.gpu(0): real CuPy where a GPU is, else
+    the CuPy stand-in in the folders of ``STANDIN_FOLDERS``."""
     if request.param == "gpu":
         if not gpu_available():
             pytest.skip("no CuPy or no CUDA device: GPU backend not tested here")
+        if CUPY_STANDIN and not _runs_on_standin(Path(str(request.node.path))):
+            pytest.skip("needs a real GPU (the CuPy stand-in runs only ops and executors)")
         return rm.gpu(0)
     return rm.cpu(0)
 
