@@ -67,6 +67,7 @@ def ray_cluster():
     Multi-node: tests add and remove raylets on it (``rm.cluster.local_cluster()``). It keeps
     Ray's dashboard (init's default; about 1 GB of resident memory): the State API behind
     tests/cluster/test_visible_cluster.py needs it."""
+    pytest.importorskip("ray", reason="Ray is not installed (bench/gpu_check.sh's GPU machine)")
     # pytest-xdist starts one cluster per process at the same moment: each asks for its own
     # dashboard port (two probing Ray's usual one at once would both pick it)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
