@@ -398,9 +398,11 @@ cuda = types.ModuleType(f"{__name__}.cuda")
 cuda.Device = _Device
 cuda.Stream = _Stream
 cuda.get_current_stream = lambda: _Stream()
-cuda.runtime = types.SimpleNamespace(getDeviceCount=lambda: 1, getDevice=lambda: 0)
+cuda.runtime = types.SimpleNamespace(getDeviceCount=lambda: 1, getDevice=lambda: 0,
+                                     getDeviceProperties=lambda i: {"name": b"CuPy stand-in"})
 cuda.is_available = lambda: True
 IS_STANDIN = True
+__version__ = "stand-in"
 
 
 def install() -> types.ModuleType:
