@@ -13,7 +13,8 @@ CuPy rules it mirrors
 - A ``numpy.ndarray`` operand (0-d ones too) in an operator, a ufunc (``np.exp(x)`` dispatches
   here through ``__array_ufunc__``), a numpy function (``__array_function__``) or a ``cupy.*``
   function raises ``TypeError``; Python and numpy *scalars* are accepted.
-- ``x[...] = host_array`` with a non-scalar numpy array raises (CuPy's ``fill`` refuses it);
+- ``x[...] = host_array`` with a non-scalar numpy array, a list or a tuple raises (CuPy writes
+  non-CuPy values with ``fill``, which takes scalars only);
   numpy arrays *as indices* are accepted, as CuPy accepts them.
 - Host to device is explicit and allowed: ``cupy.asarray`` / ``cupy.array`` /
   ``cupy.ascontiguousarray`` / ``x.set``. Device to host: ``cupy.asnumpy``, ``x.get()``, and the
@@ -221,8 +222,11 @@ class ndarray:  # noqa: N801 - CuPy's name
         return _wrap(self._host[_index(key)])
 
     def __setitem__(self, key, value):
+        # CuPy writes a non-array value with fill(), which takes scalars and 0-d arrays only
         if isinstance(value, np.ndarray) and value.ndim > 0:
             raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
+        if isinstance(value, (list, tuple)):
+            raise TypeError(f"Unsupported type {type(value)!r}: write cupy.asarray(...) instead")
         self._host[_index(key)] = _unwrap(value)
 
     def __repr__(self):

@@ -24,6 +24,8 @@ def test_refuses_writing_a_host_array_but_takes_host_scalars_and_indices():
     x = cp.zeros(4)
     with pytest.raises(ValueError, match="non-scalar numpy.ndarray"):
         x[...] = np.ones(4)
+    with pytest.raises(TypeError, match="list"):
+        x[...] = [1.0, 2.0, 3.0, 4.0]
     x[np.array([1, 3])] = np.float32(2)
     x += 1
     assert x.tolist() == [1.0, 3.0, 1.0, 3.0]
