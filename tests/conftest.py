@@ -72,7 +72,8 @@ def ray_cluster():
     # dashboard port (two probing Ray's usual one at once would both pick it)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     index = int(worker[2:]) if worker[2:].isdigit() else 0
-    info = rm.cluster.init(num_cpus=8, multi_node=True,
+    # the CuPy stand-in lives in this process only: for Ray's workers it is no GPU
+    info = rm.cluster.init(num_cpus=8, num_gpus=0 if CUPY_STANDIN else None, multi_node=True,
                            dashboard_port=rm.cluster.local.DASHBOARD_PORT + 10 * index)
     yield info
     rm.cluster.shutdown()
