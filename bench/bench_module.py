@@ -112,10 +112,11 @@ def lstm_sentences(timed_batches):
 
 
 # ---------------------------------------------------------------- raymod runs
-def raymod_classifier(symbol, X, y, batch, lr, epochs):
-    """Module.fit: 1 warm-up + ``epochs`` timed epochs; returns samples/s (median epoch)."""
+def raymod_classifier(symbol, X, y, batch, lr, epochs, context=None):
+    """Module.fit on ``context`` (default cpu): 1 warm-up + ``epochs`` timed epochs; returns
+    samples/s (median epoch)."""
     it = rm.io.NDArrayIter(X, y, batch_size=batch, shuffle=False, label_name="softmax_label")
-    mod = rm.mod.Module(symbol, context=rm.cpu())
+    mod = rm.mod.Module(symbol, context=context or rm.cpu())
     mod.bind(data_shapes=it.provide_data, label_shapes=it.provide_label)
     mod.init_params(initializer=rm.init.Xavier())
     mod.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": lr})
@@ -135,13 +136,14 @@ class _Stop(Exception):
     pass
 
 
-def raymod_lstm(sentences, timed_batches, time_cap):
-    """BucketingModule.fit, timing every batch but the first of each bucket (its bind)."""
+def raymod_lstm(sentences, timed_batches, time_cap, context=None):
+    """BucketingModule.fit on ``context`` (default cpu), timing every batch but the first of
+    each bucket (its bind)."""
     batch, buckets = LSTM["batch"], LSTM["buckets"]
     train = rm.rnn.BucketSentenceIter(sentences, batch, buckets=buckets, invalid_label=0)
     dataset = {str(b): len(d) // batch for b, d in zip(train.buckets, train.data)}
     mod = rm.mod.BucketingModule(lstm_sym_gen, default_bucket_key=train.default_bucket_key,
-                                 context=rm.cpu())
+                                 context=context or rm.cpu())
     seen, times, keys = set(), [], []
     state = {"t": None}
 

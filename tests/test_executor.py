@@ -5,24 +5,39 @@ import pytest
 
 import raymod as rm
 from raymod.base import MXNetError
+from raymod.context import as_numpy
 
 X = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
 
 
-def test_backward_after_inference_forward_of_dropout_passes_gradients_through():
+# each test runs on cpu and gpu (CuPy, or its stand-in): values are compared on the host
+def assert_array_equal(actual, expected):
+    np.testing.assert_array_equal(as_numpy(actual), as_numpy(expected))
+
+
+def assert_allclose(actual, expected, **tolerances):
+    np.testing.assert_allclose(as_numpy(actual), as_numpy(expected), **tolerances)
+
+
+def on(ctx, value):
+    """``value`` on ``ctx``'s device (a CuPy array refuses a host array written into it)."""
+    return ctx.xp.asarray(value)
+
+
+def test_backward_after_inference_forward_of_dropout_passes_gradients_through(ctx):
     # MXNet 1.9.1: inference Dropout is the identity, and so is its gradient
-    ex = rm.sym.Dropout(rm.sym.Variable("data"), p=0.5).simple_bind(rm.cpu(), data=(3, 4))
+    ex = rm.sym.Dropout(rm.sym.Variable("data"), p=0.5).simple_bind(ctx, data=(3, 4))
     out = ex.forward(is_train=False, data=X)[0]
-    np.testing.assert_array_equal(out, X)
+    assert_array_equal(out, X)
     ex.backward([np.full((3, 4), 2.0, np.float32)])
-    np.testing.assert_array_equal(ex.grad_dict["data"], np.full((3, 4), 2.0))
+    assert_array_equal(ex.grad_dict["data"], np.full((3, 4), 2.0))
 
 
-def test_backward_after_inference_forward_matches_training_forward_for_deterministic_ops():
+def test_backward_after_inference_forward_matches_training_forward_for_deterministic_ops(ctx):
     net = rm.sym.FullyConnected(rm.sym.Variable("data"), num_hidden=2, name="fc")
-    ex = net.simple_bind(rm.cpu(), data=(3, 4))
-    ex.arg_dict["fc_weight"][...] = np.linspace(-1, 1, 8).reshape(2, 4)
-    ex.arg_dict["fc_bias"][...] = [0.5, -0.5]
+    ex = net.simple_bind(ctx, data=(3, 4))
+    ex.arg_dict["fc_weight"][...] = on(ctx, np.linspace(-1, 1, 8).reshape(2, 4))
+    ex.arg_dict["fc_bias"][...] = on(ctx, [0.5, -0.5])
     head = np.array([[1, 2], [3, 4], [5, 6]], np.float32)
     ex.forward(is_train=True, data=X)
     ex.backward([head])
@@ -30,63 +45,63 @@ def test_backward_after_inference_forward_matches_training_forward_for_determini
     ex.forward(is_train=False, data=X)
     ex.backward([head])
     for name, grad in trained.items():
-        np.testing.assert_allclose(ex.grad_dict[name], grad, rtol=1e-6)
+        assert_allclose(ex.grad_dict[name], grad, rtol=1e-6)
 
 
-def test_backward_after_inference_forward_of_batch_norm_is_the_inference_gradient():
+def test_backward_after_inference_forward_of_batch_norm_is_the_inference_gradient(ctx):
     # the inference forward normalises with the moving statistics, which are constants
     net = rm.sym.BatchNorm(rm.sym.Variable("data"), fix_gamma=False, eps=1e-3, name="bn")
-    ex = net.simple_bind(rm.cpu(), data=(3, 4))
+    ex = net.simple_bind(ctx, data=(3, 4))
     gamma, beta = np.array([1.0, 2.0, 0.5, -1.0]), np.array([0.1, 0.2, 0.3, 0.4])
     mean, var = np.array([1.0, 5.0, 6.0, 7.0]), np.array([2.0, 4.0, 9.0, 16.0])
-    ex.arg_dict["bn_gamma"][...] = gamma
-    ex.arg_dict["bn_beta"][...] = beta
-    ex.aux_dict["bn_moving_mean"][...] = mean
-    ex.aux_dict["bn_moving_var"][...] = var
+    ex.arg_dict["bn_gamma"][...] = on(ctx, gamma)
+    ex.arg_dict["bn_beta"][...] = on(ctx, beta)
+    ex.aux_dict["bn_moving_mean"][...] = on(ctx, mean)
+    ex.aux_dict["bn_moving_var"][...] = on(ctx, var)
     out = ex.forward(is_train=False, data=X)[0]
     inv_std = 1 / np.sqrt(var + 1e-3)
-    np.testing.assert_allclose(out, (X - mean) * inv_std * gamma + beta, rtol=1e-5)
+    assert_allclose(out, (X - mean) * inv_std * gamma + beta, rtol=1e-5)
     head = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
     ex.backward([head])
-    np.testing.assert_allclose(ex.grad_dict["data"], head * gamma * inv_std, rtol=1e-5)
-    np.testing.assert_allclose(ex.grad_dict["bn_gamma"],
+    assert_allclose(ex.grad_dict["data"], head * gamma * inv_std, rtol=1e-5)
+    assert_allclose(ex.grad_dict["bn_gamma"],
                                (head * (X - mean) * inv_std).sum(0), rtol=1e-5)
-    np.testing.assert_allclose(ex.grad_dict["bn_beta"], head.sum(0), rtol=1e-5)
+    assert_allclose(ex.grad_dict["bn_beta"], head.sum(0), rtol=1e-5)
     # the moving statistics were not touched
-    np.testing.assert_array_equal(ex.aux_dict["bn_moving_mean"], mean)
+    assert_array_equal(ex.aux_dict["bn_moving_mean"], mean)
 
 
-def test_backward_needs_some_forward_first():
-    ex = rm.sym.Dropout(rm.sym.Variable("data"), p=0.5).simple_bind(rm.cpu(), data=(3, 4))
+def test_backward_needs_some_forward_first(ctx):
+    ex = rm.sym.Dropout(rm.sym.Variable("data"), p=0.5).simple_bind(ctx, data=(3, 4))
     with pytest.raises(MXNetError, match="forward"):
         ex.backward([np.ones((3, 4), np.float32)])
 
 
-def test_outputs_exist_before_the_first_forward():
+def test_outputs_exist_before_the_first_forward(ctx):
     data = rm.sym.Variable("data")
     net = rm.sym.Group([rm.sym.FullyConnected(data, num_hidden=2, name="fc"), data])
-    ex = net.simple_bind(rm.cpu(), data=(3, 4), type_dict={"data": np.float64})
+    ex = net.simple_bind(ctx, data=(3, 4), type_dict={"data": np.float64})
     assert [o.shape for o in ex.outputs] == [(3, 2), (3, 4)]
     assert [o.dtype for o in ex.outputs] == [np.float64, np.float64]
     assert ex.outputs[1] is ex.arg_dict["data"]  # a variable head is its argument array
     assert list(ex.output_dict) == ["fc_output", "data"]
 
 
-def _fc_softmax():
+def _fc_softmax(ctx):
     net = rm.sym.FullyConnected(rm.sym.Variable("data"), num_hidden=2, name="fc")
     net = rm.sym.SoftmaxOutput(net, name="sm")
-    ex = net.simple_bind(rm.cpu(), data=(4, 3))
-    ex.arg_dict["data"][...] = np.arange(12).reshape(4, 3)
+    ex = net.simple_bind(ctx, data=(4, 3))
+    ex.arg_dict["data"][...] = on(ctx, np.arange(12).reshape(4, 3))
     ex.arg_dict["fc_weight"][...] = 1
     return ex
 
 
-def test_reshape_to_a_smaller_batch_returns_views_of_the_original_arrays():
-    ex = _fc_softmax()
+def test_reshape_to_a_smaller_batch_returns_views_of_the_original_arrays(ctx):
+    ex = _fc_softmax(ctx)
     small = ex.reshape(partial_shaping=True, data=(2, 3))
-    np.testing.assert_array_equal(small.arg_dict["data"], [[0, 1, 2], [3, 4, 5]])
+    assert_array_equal(small.arg_dict["data"], [[0, 1, 2], [3, 4, 5]])
     small.arg_dict["data"][...] = -1  # writes land in the original, as in MXNet
-    np.testing.assert_array_equal(ex.arg_dict["data"][:2], -np.ones((2, 3)))
+    assert_array_equal(ex.arg_dict["data"][:2], -np.ones((2, 3)))
     assert small.arg_dict["fc_weight"] is ex.arg_dict["fc_weight"]
     assert small.grad_dict["fc_weight"] is ex.grad_dict["fc_weight"]
     assert np.shares_memory(small.arg_dict["sm_label"], ex.arg_dict["sm_label"])
@@ -97,27 +112,27 @@ def test_reshape_to_a_smaller_batch_returns_views_of_the_original_arrays():
     assert small.grad_dict["data"].shape == (2, 3)
 
 
-def test_reshape_shares_the_outputs_memory_in_both_directions():
+def test_reshape_shares_the_outputs_memory_in_both_directions(ctx):
     # MXNet 1.9.1's test_reshape: the smaller executor's outputs are the first rows of the
     # original's, before and after either one runs
     fc = rm.sym.FullyConnected(rm.sym.Variable("x"), num_hidden=4)
-    ex = fc.simple_bind(rm.cpu(), x=(5, 4), grad_req="null")
+    ex = fc.simple_bind(ctx, x=(5, 4), grad_req="null")
     ex.arg_arrays[0][:] = 1
     ex.arg_arrays[1][:] = 1
     ex.arg_arrays[2][:] = 0
     small = ex.reshape(x=(3, 4))
     small.forward(is_train=False)
-    np.testing.assert_array_equal(small.outputs[0], np.full((3, 4), 4))
-    np.testing.assert_array_equal(ex.outputs[0][:3], np.full((3, 4), 4))
+    assert_array_equal(small.outputs[0], np.full((3, 4), 4))
+    assert_array_equal(ex.outputs[0][:3], np.full((3, 4), 4))
     ex.arg_arrays[1][:] = 2
     ex.forward(is_train=False)
-    np.testing.assert_array_equal(ex.outputs[0], np.full((5, 4), 8))
-    np.testing.assert_array_equal(small.outputs[0], np.full((3, 4), 8))
+    assert_array_equal(ex.outputs[0], np.full((5, 4), 8))
+    assert_array_equal(small.outputs[0], np.full((3, 4), 8))
     assert np.shares_memory(small.outputs[0], ex.outputs[0])
 
 
-def test_reshape_checks_as_mxnet():
-    ex = _fc_softmax()
+def test_reshape_checks_as_mxnet(ctx):
+    ex = _fc_softmax(ctx)
     # the label's shape follows the batch but was not given
     with pytest.raises(MXNetError, match="sm_label.*partial_shaping=True"):
         ex.reshape(data=(2, 3))
@@ -131,9 +146,9 @@ def test_reshape_checks_as_mxnet():
     assert big.arg_dict["fc_weight"] is ex.arg_dict["fc_weight"]
 
 
-def test_reshape_of_a_parameter_is_a_view_of_its_first_elements():
-    ex = _fc_softmax()
-    ex.arg_dict["fc_weight"][...] = np.arange(6).reshape(2, 3)
+def test_reshape_of_a_parameter_is_a_view_of_its_first_elements(ctx):
+    ex = _fc_softmax(ctx)
+    ex.arg_dict["fc_weight"][...] = on(ctx, np.arange(6).reshape(2, 3))
     narrow = ex.reshape(partial_shaping=True, data=(4, 2))
-    np.testing.assert_array_equal(narrow.arg_dict["fc_weight"], [[0, 1], [2, 3]])
+    assert_array_equal(narrow.arg_dict["fc_weight"], [[0, 1], [2, 3]])
     assert np.shares_memory(narrow.arg_dict["fc_weight"], ex.arg_dict["fc_weight"])

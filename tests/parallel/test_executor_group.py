@@ -31,18 +31,24 @@ def _group(contexts, batch=7, **kw):
                                      for_training=True, inputs_need_grad=True, **kw)
 
 
-def test_two_devices_sum_to_one_executor_gradients(rng):
-    one, two = _group([rm.cpu(0)]), _group([rm.cpu(0), rm.cpu(1)])
-    assert two.slices == [slice(0, 4), slice(4, 7)]
-    params = {"fc1_weight": rng.standard_normal((6, 5)), "fc1_bias": rng.standard_normal(6),
-              "fc2_weight": rng.standard_normal((3, 6)), "fc2_bias": rng.standard_normal(3)}
-    params = {k: v.astype(np.float32) for k, v in params.items()}
+def _same_training_step(groups, rng) -> dict:
+    """Set the same random parameters on every group, run one batch and heads through each;
+    returns the parameters."""
+    params = {n: rng.standard_normal(a[0].shape).astype(np.float32)
+              for n, a in zip(groups[0].param_names, groups[0].param_arrays)}
     x = rng.standard_normal((7, 5)).astype(np.float32)
     head = rng.standard_normal((7, 3)).astype(np.float32)
-    for g in (one, two):
+    for g in groups:
         g.set_params(params, {})
         g.forward(Batch([x]), is_train=True)
         g.backward([head])
+    return params
+
+
+def test_two_devices_sum_to_one_executor_gradients(rng):
+    one, two = _group([rm.cpu(0)]), _group([rm.cpu(0), rm.cpu(1)])
+    assert two.slices == [slice(0, 4), slice(4, 7)]
+    _same_training_step((one, two), rng)
     np.testing.assert_allclose(two.get_outputs()[0], one.get_outputs()[0], rtol=1e-5, atol=1e-6)
     for name, grads_one, grads_two in zip(one.param_names, one.grad_arrays, two.grad_arrays):
         np.testing.assert_allclose(grads_two[0] + grads_two[1], grads_one[0], rtol=1e-5,
@@ -125,3 +131,21 @@ def test_rebind_moves_parameters_and_gradients_to_outside_memory(rng):
         group.set_params(params, {})
     with pytest.raises(rm.base.MXNetError, match="cannot become"):
         group.rebind({id(group.param_arrays[0][0]): np.zeros(3, np.float32)})
+
+
+def test_one_device_group_on_each_backend_matches_the_cpu_group(ctx, rng):
+    """The group's host <-> device moves (set_params, the batch, the heads, get_*) on ctx."""
+    from raymod.context import as_numpy
+    cpu, other = _group([rm.cpu(0)]), _group([ctx])
+    params = _same_training_step((cpu, other), rng)
+    np.testing.assert_allclose(as_numpy(other.get_outputs()[0]), cpu.get_outputs()[0], rtol=1e-5)
+    np.testing.assert_allclose(as_numpy(other.get_input_grads()[0]), cpu.get_input_grads()[0],
+                               rtol=1e-5, atol=1e-6)
+    arg, aux = {n: np.zeros_like(v) for n, v in params.items()}, {}
+    other.get_params(arg, aux)
+    for name, value in params.items():
+        np.testing.assert_array_equal(arg[name], value)
+    for name, (grad_cpu,), (grad_other,) in zip(cpu.param_names, cpu.grad_arrays,
+                                                 other.grad_arrays):
+        np.testing.assert_allclose(as_numpy(grad_other), grad_cpu, rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
