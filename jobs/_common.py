@@ -117,7 +117,8 @@ def add_output_args(parser: argparse.ArgumentParser, name: str) -> None:
                             "Speedometer does (default: once per epoch only)")
     group.add_argument("--tensorboard", default=None, metavar="DIR",
                        help="also write TensorBoard scalars (training and validation metrics, "
-                            "worker membership) under DIR; needs raymod[tensorboard]")
+                            "learning rate, loss, samples/s, step time, worker membership) "
+                            "under DIR; needs raymod[tensorboard]")
 
 
 def fit_checkpointing(args: argparse.Namespace, run: str | None = None) -> dict:

@@ -7,6 +7,7 @@ logger at INFO level; configure logging as for MXNet, e.g.
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -377,6 +378,16 @@ class MetricsLogger:
         self.close()
 
 
+#: metric names whose value is a loss (``TensorBoard`` writes it again as ``loss``)
+_LOSS_NAMES = ("cross-entropy", "nll-loss", "loss", "mse", "rmse", "mae")
+
+
+def _module_of(param: Any) -> Any:
+    """The module whose fit called a batch-end callback (a bucketing module's current one)."""
+    module = (getattr(param, "locals", None) or {}).get("self")
+    return getattr(module, "_curr_module", module)
+
+
 class TensorBoard:
     """Writes training and validation metrics and membership events as TensorBoard scalars.
 
@@ -390,6 +401,14 @@ class TensorBoard:
       epoch (what ``Epoch[e] Train-<name>`` logs);
     - ``eval_end_callback``: the validation metric as ``val/<name>`` at step = epoch
       (what ``Epoch[e] Validation-<name>`` logs).
+
+    With every batch scalar also ``learning_rate`` (the optimizer's schedule at that update),
+    ``loss`` (the value of the first loss-like metric: cross-entropy, NLL, a ``Loss`` metric,
+    MSE, RMSE or MAE, when the metric has one), ``samples_per_s`` and ``step_time_s`` (over
+    the batches since the last write), under ``train_batch/``; at each epoch's end the same
+    under ``train/``, over the epoch. On Ray workers batch-end callbacks may run up to two
+    run-ahead windows late, so the batch figures are averages over those windows; the epoch
+    figures are not affected.
 
     Parameters
     ----------
@@ -413,6 +432,10 @@ class TensorBoard:
         self._train_metric = None
         self._events_seen: dict[int, int] = {}
         self._kinds: dict[str, int] = {}
+        self._mark: tuple[float, int] | None = None    # (time, batches) at the last write
+        self._epoch_mark: tuple[float, int] | None = None  # ... at the epoch's first batch
+        self._last: tuple[float, int, Any] | None = None  # (time, batches, module) now
+        self._schedule: Any = None  # a copy of the optimizer's lr scheduler, queried here
 
     def __call__(self, *args: Any) -> None:
         if not _is_batch_param(args):  # epoch-end callback: (epoch, symbol, args, aux)
@@ -425,16 +448,61 @@ class TensorBoard:
         self._step += 1
         self._train_metric = param.eval_metric
         self._write_membership(param)
-        if param.nbatch % self.frequent == 0 and param.eval_metric is not None:
-            for name, value in param.eval_metric.get_name_value():
-                self.writer.add_scalar(f"train_batch/{name}", value, self._step)
+        now, module = time.perf_counter(), _module_of(param)
+        self._last = (now, self._step, module)
+        if param.nbatch == 0 or self._epoch_mark is None:
+            self._epoch_mark = (now, self._step)
+        if param.nbatch % self.frequent == 0:
+            if param.eval_metric is not None:
+                pairs = param.eval_metric.get_name_value()
+                self._write_train("train_batch", pairs, self._step)
+            self._write_speed("train_batch", self._mark, self._step)
+            self._mark = (now, self._step)
 
     def epoch_end(self, epoch: int) -> None:
-        """Write the training metric of epoch ``epoch`` (as seen by the last batch)."""
+        """Write the training metric of epoch ``epoch`` (as seen by the last batch), its
+        learning rate, loss, samples/s and step time."""
         if self._train_metric is not None:
-            for name, value in self._train_metric.get_global_name_value():
-                self.writer.add_scalar(f"train/{name}", value, int(epoch))
+            self._write_train("train", self._train_metric.get_global_name_value(), int(epoch))
+        self._write_speed("train", self._epoch_mark, int(epoch))
+        self._epoch_mark = None
         self.writer.flush()
+
+    def _write_train(self, prefix: str, pairs: list, step: int) -> None:
+        """The metric's values, its loss-like one again as ``loss``, and the learning rate."""
+        for name, value in pairs:
+            self.writer.add_scalar(f"{prefix}/{name}", value, step)
+        loss = next((v for n, v in pairs if n in _LOSS_NAMES or "loss" in n), None)
+        if loss is not None:
+            self.writer.add_scalar(f"{prefix}/loss", loss, step)
+        lr = self._learning_rate()
+        if lr is not None:
+            self.writer.add_scalar(f"{prefix}/learning_rate", lr, step)
+
+    def _write_speed(self, prefix: str, since: tuple[float, int] | None, step: int) -> None:
+        """``step_time_s`` and ``samples_per_s`` over the batches from ``since`` to now."""
+        if since is None or self._last is None:
+            return
+        now, batches, module = self._last
+        steps, seconds = batches - since[1], now - since[0]
+        if steps <= 0 or seconds <= 0:
+            return
+        self.writer.add_scalar(f"{prefix}/step_time_s", seconds / steps, step)
+        batch_size = getattr(getattr(module, "_exec_group", None), "batch_size", None)
+        if batch_size:
+            self.writer.add_scalar(f"{prefix}/samples_per_s", batch_size * steps / seconds, step)
+
+    def _learning_rate(self) -> float | None:
+        """The learning rate of the latest update: the optimizer's schedule (a copy, so that
+        asking never moves the one training uses) at the updates so far."""
+        optimizer = getattr(self._last[2], "_optimizer", None) if self._last else None
+        if optimizer is None:
+            return None
+        if optimizer.lr_scheduler is None:
+            return float(optimizer.lr)
+        if self._schedule is None:
+            self._schedule = copy.deepcopy(optimizer.lr_scheduler)
+        return float(self._schedule(optimizer.begin_num_update + self._step))
 
     def eval_end(self, param: Any) -> None:
         """Write the validation metric of ``param.epoch``."""
@@ -444,9 +512,7 @@ class TensorBoard:
         self.writer.flush()
 
     def _write_membership(self, param: Any) -> None:
-        module = (getattr(param, "locals", None) or {}).get("self")
-        module = getattr(module, "_curr_module", module)
-        pool = getattr(module, "_pool", None)
+        pool = getattr(_module_of(param), "_pool", None)
         if pool is None:
             return
         seen = self._events_seen.get(id(pool), 0)

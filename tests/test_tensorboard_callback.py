@@ -43,3 +43,40 @@ def test_fit_writes_per_epoch_metrics(tmp_path, caplog):
         np.testing.assert_allclose([e.value for e in events],
                                    [logged[split, k] for k in range(3)], rtol=1e-6)
     assert [e.step for e in reader.Scalars("train_batch/accuracy")] == list(range(1, 25, 2))
+
+
+def test_fit_writes_learning_rate_loss_and_speed(tmp_path):
+    """Per ``frequent`` batches and per epoch: the learning rate the schedule gives at that
+    update, the cross-entropy again as ``loss``, samples/s and step time."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((160, 8)).astype(np.float32)
+    y = x[:, :4].argmax(axis=1).astype(np.float32)
+    net = rm.sym.SoftmaxOutput(rm.sym.FullyConnected(rm.sym.Variable("data"), num_hidden=4),
+                               name="softmax")
+    tb = rm.callback.TensorBoard(tmp_path / "tb", frequent=2)
+    rm.mod.Module(net).fit(
+        rm.io.NDArrayIter(x, y, batch_size=20), num_epoch=2, eval_metric=["acc", "ce"],
+        optimizer_params={"learning_rate": 0.5,
+                          "lr_scheduler": rm.lr_scheduler.FactorScheduler(3, 0.5, base_lr=0.5)},
+        batch_end_callback=tb, epoch_end_callback=tb)
+    tb.close()
+    reader = event_accumulator.EventAccumulator(str(tmp_path / "tb"))
+    reader.Reload()
+
+    def scalars(tag):
+        return {e.step: e.value for e in reader.Scalars(tag)}
+    # FactorScheduler(step=3, factor=0.5): updates 1-3 at 0.5, 4-6 at 0.25, 7-9 at 0.125...
+    want_lr = {n: 0.5 * 0.5 ** ((n - 1) // 3) for n in range(1, 17, 2)}
+    got_lr = scalars("train_batch/learning_rate")
+    assert sorted(got_lr) == sorted(want_lr)
+    np.testing.assert_allclose([got_lr[n] for n in sorted(want_lr)],
+                               [want_lr[n] for n in sorted(want_lr)], rtol=1e-6)
+    assert scalars("train_batch/loss") == scalars("train_batch/cross-entropy")
+    assert scalars("train/loss") == scalars("train/cross-entropy")
+    assert sorted(scalars("train/learning_rate")) == [0, 1]
+    for prefix, steps in (("train_batch", list(range(3, 17, 2))), ("train", [0, 1])):
+        speed, step_time = scalars(f"{prefix}/samples_per_s"), scalars(f"{prefix}/step_time_s")
+        assert sorted(speed) == sorted(step_time) == steps
+        for k in steps:  # 20 samples a step: samples/s and step time describe the same span
+            assert speed[k] > 0 and step_time[k] > 0
+            assert speed[k] * step_time[k] == pytest.approx(20, rel=1e-4)
