@@ -60,6 +60,22 @@ def _fit_kwargs(config):
             "initializer": rm.init.Xavier(), "batch_end_callback": crash_once}
 
 
+def _hparams_in(folder):
+    """The hyper-parameter and metric names a trial folder's TensorBoard event files
+    declare for TensorBoard's hparams view."""
+    accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator")
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    reader = accumulator.EventAccumulator(str(folder))
+    reader.Reload()
+    names, metrics = set(), set()
+    for content in reader.PluginTagToContent("hparams").values():
+        data = plugin_data_pb2.HParamsPluginData.FromString(content)
+        names |= set(data.session_start_info.hparams)
+        metrics |= {m.name.tag for m in data.experiment.metric_infos}
+    return names, metrics
+
+
 @pytest.mark.ray
 def test_two_trials_report_checkpoint_and_resume(ray_cluster, tmp_path):
     from ray import cloudpickle
@@ -94,6 +110,11 @@ def test_two_trials_report_checkpoint_and_resume(ray_cluster, tmp_path):
         mod.set_params(arg, aux)
         assert abs(dict(mod.score(val, "acc"))["accuracy"] - m["val_accuracy"]) < 1e-9
         params[result.config["crash"]] = arg
+        # TensorBoard's hparams view (Tune's own TBX logger): the searched parameter, with
+        # the metrics raymod reports
+        hparams, metrics = _hparams_in(result.path)
+        assert hparams == {"crash"}
+        assert {"ray/tune/val_accuracy", "ray/tune/train_accuracy"} <= metrics, metrics
     # resumed from its epoch-1 checkpoint, the crashed trial ends where the other one does
     assert sorted(params) == [False, True]
     for name, value in params[False].items():
