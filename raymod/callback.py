@@ -18,7 +18,10 @@ from typing import Any, Callable, Iterable
 
 _log = logging.getLogger(__name__)
 
-BatchEndParam = namedtuple("BatchEndParams", ["epoch", "nbatch", "eval_metric", "locals"])
+#: what a batch-end callback gets; ``completed_at`` (``time.time()`` when the step completed,
+#: which on Ray workers running ahead is earlier than the call) is raymod's, None when unknown
+BatchEndParam = namedtuple("BatchEndParams", ["epoch", "nbatch", "eval_metric", "locals",
+                                              "completed_at"], defaults=(None,))
 BatchEndParam.__doc__ = """What a batch-end callback receives.
 
 Fields: ``epoch`` (int, from 0), ``nbatch`` (int, batch index within the epoch, from 0),
@@ -126,6 +129,12 @@ class Speedometer:
         Reset the metric's local statistics after each log line, so each line shows the
         value over the last ``frequent`` batches (``Batch [a-b]``) rather than since the
         start of the epoch (``Batch [0-b]``).
+
+    Notes
+    -----
+    The clock is the steps' completion times (``param.completed_at``) when fit gives them:
+    on Ray workers running ahead, batch-end callbacks run up to two windows after their
+    steps completed, so the time between calls would measure the callbacks, not training.
     """
 
     def __init__(self, batch_size: int, frequent: int = 50, auto_reset: bool = True):
@@ -141,12 +150,13 @@ class Speedometer:
         if count < self.last_count:  # the batch index went back: a new epoch began
             self.init = False
         self.last_count = count
+        now = time.time() if param.completed_at is None else param.completed_at
         if not self.init:
-            self.init, self.tic = True, time.time()
+            self.init, self.tic = True, now
             return
         if count % self.frequent != 0:
             return
-        elapsed = time.time() - self.tic
+        elapsed = now - self.tic
         speed = self.frequent * self.batch_size / elapsed if elapsed > 0 else float("inf")
         metric = param.eval_metric
         if metric is None:
@@ -163,7 +173,7 @@ class Speedometer:
             for name, value in name_value:
                 args += [name, value]
             _log.info(head + "\t%s=%f" * len(name_value), *args)
-        self.tic = time.time()
+        self.tic = now
 
 
 class ProgressBar:
@@ -407,8 +417,8 @@ class TensorBoard:
     MSE, RMSE or MAE, when the metric has one), ``samples_per_s`` and ``step_time_s`` (over
     the batches since the last write), under ``train_batch/``; at each epoch's end the same
     under ``train/``, over the epoch. On Ray workers batch-end callbacks may run up to two
-    run-ahead windows late, so the batch figures are averages over those windows; the epoch
-    figures are not affected.
+    run-ahead windows late; the speeds use the steps' completion times
+    (``BatchEndParam.completed_at``), so they measure training, not the callbacks.
 
     Parameters
     ----------
@@ -448,7 +458,9 @@ class TensorBoard:
         self._step += 1
         self._train_metric = param.eval_metric
         self._write_membership(param)
-        now, module = time.perf_counter(), _module_of(param)
+        # the step's completion time: on workers running ahead the call comes later
+        now = time.time() if param.completed_at is None else param.completed_at
+        module = _module_of(param)
         self._last = (now, self._step, module)
         if param.nbatch == 0 or self._epoch_mark is None:
             self._epoch_mark = (now, self._step)

@@ -187,3 +187,18 @@ def test_tqdm_progress_updates_and_reopens_per_epoch():
     assert bar.bar.n == 1
     bar.close()
     assert "Epoch 0" in out.getvalue()
+
+
+def test_speedometer_clocks_steps_by_their_completion_times(caplog):
+    """Callbacks called all at once (as on Ray workers running ahead) but carrying when each
+    step completed: the speed is that of the steps, not of the calls."""
+    acc = metric.create("acc")
+    speedometer = callback.Speedometer(batch_size=10, frequent=2)
+    with caplog.at_level(logging.INFO):
+        for nbatch in range(7):  # step n completed at 100 + 0.25 n seconds
+            speedometer(callback.BatchEndParam(epoch=0, nbatch=nbatch, eval_metric=acc,
+                                                  locals=None, completed_at=100 + 0.25 * nbatch))
+    speeds = [float(r.getMessage().split("Speed: ")[1].split(" ")[0]) for r in caplog.records
+              if "Speed:" in r.getMessage()]
+    # 2 batches of 10 samples per 0.5 s (the first call of an epoch starts the clock)
+    assert speeds == [40.0, 40.0, 40.0]

@@ -297,6 +297,12 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
 
 
 
+    @property
+    def step_completed_at(self) -> float | None:
+        """``time.time()`` when the step whose batch-end callbacks run now completed on the
+        servers (None outside such a call: the step completed just now)."""
+        return self.state.completed_at
+
     def _call_one(self, method: str, *args: Any) -> Any:
         """``method`` on one live worker (the next one if it dies meanwhile)."""
         while True:

@@ -76,6 +76,8 @@ class StepState:
         self.metric: Any = None             # the metric the windows' slices update
         self.finished: deque = deque()      # (planned step, metric states) to merge, in order
         self.finishing = False              # merging / calling back right now
+        self.completed_at: float | None = None  # time.time() the step being called back
+        # completed on the servers (batch-end callbacks run later than that under run-ahead)
         self.step_seconds: deque = deque(maxlen=64)  # recent step wall times (deadlines)
         self.window_ended = 0.0             # perf_counter when the last window completed
         self.median_step: float | None = None  # of step_seconds, after each window

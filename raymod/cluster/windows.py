@@ -226,8 +226,10 @@ class WindowRunner:
                 if st.metric is not None and states:
                     for state in states.get("parts") or [states["merged"]]:
                         st.metric.merge(state)
+                st.completed_at = states.get("done_at") if states else None
                 if p.on_done is not None:
                     p.on_done()
+                st.completed_at = None
         finally:
             st.finishing = False
 

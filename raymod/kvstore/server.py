@@ -291,8 +291,9 @@ class KVServer:
             if not self.scratch:
                 self.scratch = {dt: np.empty_like(b) for dt, b in self.buffers.items()}
             summed = _sum_into(grads, self.scratch)
-        if step in self.metrics:
-            self.metrics[step] = self._fold_metric(self.metrics[step])
+        if step in self.metrics:  # with when the step completed (the batch-end clock)
+            self.metrics[step] = dict(self._fold_metric(self.metrics[step]),
+                                      done_at=time.time())
         # sent before the update here, so that the standby updates at the same time
         taken = None if self.standby is None else \
             self.standby.replicate.remote(step, summed, self.metrics.get(step))

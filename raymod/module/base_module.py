@@ -749,9 +749,11 @@ class BaseModule:
             callbacks.append(self._ray_metrics)
         if not callbacks:
             return
+        done = getattr(getattr(self, "_exec_group", None), "step_completed_at", None)
         param = BatchEndParam(epoch=epoch, nbatch=nbatch, eval_metric=eval_metric,
                               locals={"self": self, "epoch": epoch, "nbatch": nbatch,
-                                      "data_batch": data_batch, "eval_metric": eval_metric})
+                                      "data_batch": data_batch, "eval_metric": eval_metric},
+                              completed_at=time.time() if done is None else done)
         for callback in callbacks:
             callback(param)
 

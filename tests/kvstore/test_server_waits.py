@@ -2,6 +2,7 @@
 the server, the driver can abort those waits, and metric states travel once with the pushes."""
 import json
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -66,10 +67,15 @@ def test_metrics_count_once_per_slice_and_are_handed_over_once(server):
     server.push(0, 0, grad(9.0), 2, metric={"n": 99})  # a recomputed duplicate: ignored
     server.push(0, 1, grad(1.0), 2, metric={"n": 2})
     server.push(1, 0, grad(1.0), 2, metric={"n": 3})
-    assert server.take_metrics(5) == {0: {"parts": [{"n": 1}, {"n": 2}]}}  # 1 is unfinished
+    before = time.time()
+    taken = server.take_metrics(5)  # step 1 is unfinished
+    assert list(taken) == [0] and taken[0]["parts"] == [{"n": 1}, {"n": 2}]
     assert server.take_metrics(0) == {}
     server.push(1, 1, grad(1.0), 2, metric={"n": 4})
-    assert server.take_metrics(5) == {1: {"parts": [{"n": 3}, {"n": 4}]}}
+    taken = server.take_metrics(5)
+    assert list(taken) == [1] and taken[1]["parts"] == [{"n": 3}, {"n": 4}]
+    # when the step completed (the batch-end callbacks' clock)
+    assert before <= taken[1]["done_at"] <= time.time()
 
 
 def test_a_finished_step_folds_its_slices_into_one_metric_state(server):
