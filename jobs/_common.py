@@ -224,6 +224,22 @@ def connect(workers: rm.Workers | None, address: str | None = None) -> dict | No
     return info
 
 
+def log_fit_result(result: Any) -> None:
+    """One summary line from what ``fit`` returned (``rm.mod.FitResult``): the epochs, the
+    mean samples/s, what happened to the workers and the newest checkpoint."""
+    if result is None or not result.epochs:
+        return
+    speeds = [r["samples_per_s"] for r in result.epochs if r.get("samples_per_s")]
+    kinds: dict[str, int] = {}
+    for event in result.events:
+        kinds[event["event"]] = kinds.get(event["event"], 0) + 1
+    membership = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "none"
+    _LOG.info("fit: %d epochs, %.0f samples/s on average; membership events: %s%s",
+              len(result.epochs), sum(speeds) / len(speeds) if speeds else float("nan"),
+              membership, f"; last checkpoint {result.last_checkpoint}"
+              if result.last_checkpoint else "")
+
+
 def fail(message: str, status: int = 1) -> NoReturn:
     """Exit with ``<prog>: error: message`` on stderr (no traceback)."""
     prog = os.path.basename(sys.argv[0]) or "job"

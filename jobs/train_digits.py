@@ -103,13 +103,15 @@ def main(argv: list[str] | None = None) -> float:
         common.connect(args.workers, args.address)
         start = time.time()
         with common.progress_bar(batches) as bar:
-            mod.fit(metrics.timed(train), eval_data=val, eval_metric="acc",
-                    num_epoch=args.epochs, kvstore=common.kvstore_for(args.kvstore, args.workers),
-                    optimizer="sgd", optimizer_params={"learning_rate": args.lr, "momentum": 0.9},
-                    initializer=rm.init.Xavier(magnitude=2.0),
-                    batch_end_callback=[bar, metrics.batch_end],
-                    epoch_end_callback=[bar, metrics.epoch_end],
-                    eval_end_callback=metrics.eval_end, **common.fit_checkpointing(args))
+            result = mod.fit(
+                metrics.timed(train), eval_data=val, eval_metric="acc",
+                num_epoch=args.epochs, kvstore=common.kvstore_for(args.kvstore, args.workers),
+                optimizer="sgd", optimizer_params={"learning_rate": args.lr, "momentum": 0.9},
+                initializer=rm.init.Xavier(magnitude=2.0),
+                batch_end_callback=[bar, metrics.batch_end],
+                epoch_end_callback=[bar, metrics.epoch_end],
+                eval_end_callback=metrics.eval_end, **common.fit_checkpointing(args))
+        common.log_fit_result(result)
         accuracy = float(dict(mod.score(val, "acc"))["accuracy"])
         Path(args.checkpoint).parent.mkdir(parents=True, exist_ok=True)
         mod.save_checkpoint(args.checkpoint, args.epochs, save_optimizer_states=True)

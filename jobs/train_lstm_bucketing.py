@@ -294,14 +294,16 @@ def main(argv: list[str] | None = None) -> float:
         common.connect(args.workers, args.address)
         start = time.time()
         with common.progress_bar(batches) as bar:
-            mod.fit(metrics.timed(train), eval_data=val,
-                    eval_metric=rm.metric.Perplexity(INVALID_LABEL), num_epoch=args.epochs,
-                    kvstore=common.kvstore_for(args.kvstore, args.workers), optimizer="adam",
-                    optimizer_params={"learning_rate": args.lr, "clip_gradient": 5.0},
-                    initializer=rm.init.Xavier(factor_type="in", magnitude=2.34),
-                    batch_end_callback=[bar, metrics.batch_end],
-                    epoch_end_callback=[bar, metrics.epoch_end],
-                    eval_end_callback=metrics.eval_end, **common.fit_checkpointing(args))
+            result = mod.fit(
+                metrics.timed(train), eval_data=val,
+                eval_metric=rm.metric.Perplexity(INVALID_LABEL), num_epoch=args.epochs,
+                kvstore=common.kvstore_for(args.kvstore, args.workers), optimizer="adam",
+                optimizer_params={"learning_rate": args.lr, "clip_gradient": 5.0},
+                initializer=rm.init.Xavier(factor_type="in", magnitude=2.34),
+                batch_end_callback=[bar, metrics.batch_end],
+                epoch_end_callback=[bar, metrics.epoch_end],
+                eval_end_callback=metrics.eval_end, **common.fit_checkpointing(args))
+        common.log_fit_result(result)
         if metrics.records:
             perplexity = float(metrics.records[-1]["val_perplexity"])
         else:  # resumed after the last epoch: nothing trained here

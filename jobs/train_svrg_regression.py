@@ -196,13 +196,15 @@ def train(method: str, args: argparse.Namespace, x: np.ndarray, y: np.ndarray,
 
     try:
         with common.progress_bar(batches) as bar:
-            mod.fit(metrics.timed(data), eval_metric="mse", num_epoch=args.epochs,
-                    kvstore=common.kvstore_for(args.kvstore, args.workers), optimizer="sgd",
-                    optimizer_params={"learning_rate": args.lr},
-                    initializer=rm.init.Uniform(0.01),
-                    batch_end_callback=[bar, metrics.batch_end],
-                    epoch_end_callback=[bar, note_loss, metrics.epoch_end],
-                    **common.fit_checkpointing(args, method))
+            result = mod.fit(
+                metrics.timed(data), eval_metric="mse", num_epoch=args.epochs,
+                kvstore=common.kvstore_for(args.kvstore, args.workers), optimizer="sgd",
+                optimizer_params={"learning_rate": args.lr},
+                initializer=rm.init.Uniform(0.01),
+                batch_end_callback=[bar, metrics.batch_end],
+                epoch_end_callback=[bar, note_loss, metrics.epoch_end],
+                **common.fit_checkpointing(args, method))
+        common.log_fit_result(result)
         prefix = args.checkpoint if method == "svrg" else f"{args.checkpoint}_sgd"
         Path(prefix).parent.mkdir(parents=True, exist_ok=True)
         mod.save_checkpoint(prefix, args.epochs, save_optimizer_states=True)

@@ -39,6 +39,8 @@ def test_train_digits_on_two_workers_writes_checkpoint_and_metrics(tmp_path):
     assert "Epoch[1] Validation-accuracy=" in result.stderr
     assert "Ray dashboard http://127.0.0.1:" in result.stderr  # where to watch it, and how
     assert "/metrics" in result.stderr
+    # the summary from fit's FitResult: both epochs, and the two workers' joins
+    assert "fit: 2 epochs," in result.stderr and "membership events: 2 join" in result.stderr
     final = [ln for ln in result.stdout.splitlines() if ln.startswith("final validation accuracy")]
     assert len(final) == 1 and float(final[0].split()[-1]) == pytest.approx(
         records[-1]["val_accuracy"], abs=1e-4)
