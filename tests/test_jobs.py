@@ -127,3 +127,50 @@ def test_train_digits_resumes_from_its_checkpoint_dir(tmp_path):
     done = run_job("--epochs", 3, "--resume", *common)  # nothing left to train
     assert done.returncode == 0, done.stderr[-3000:]
     assert "final validation accuracy" in done.stdout
+
+
+def test_train_digits_draws_a_progress_bar_on_a_terminal_only(tmp_path):
+    """stderr on a pseudo-terminal: tqdm's bar is drawn (the log lines print above it);
+    piped, as in the tests above, it is not."""
+    pytest.importorskip("sklearn")
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    master, slave = pty.openpty()
+    # a terminal 100 columns wide (a fresh pty has 0, and tqdm fits its bar into that)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    args = ["--epochs", 1, "--workers", 0, "--checkpoint", tmp_path / "d",
+            "--metrics", tmp_path / "m.jsonl"]
+    job = subprocess.Popen([sys.executable, str(DIGITS), *map(str, args)], cwd=ROOT, env=env,
+                           stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    out, deadline = b"", time.monotonic() + 180
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if ready:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # the job closed its end
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            elif job.poll() is not None:
+                break
+    finally:
+        if job.poll() is None:
+            job.kill()
+        os.close(master)
+    assert job.wait(10) == 0, out[-3000:]
+    text = out.decode(errors="replace")
+    assert "Epoch 0:" in text and "%|" in text, text[-2000:]   # tqdm's bar
+    assert "Epoch[0] Validation-accuracy=" in text               # the log, above it
+    piped = run_job("--epochs", 1, "--workers", 0, "--checkpoint", tmp_path / "p",
+                    "--metrics", tmp_path / "p.jsonl")
+    assert piped.returncode == 0 and "%|" not in piped.stderr
