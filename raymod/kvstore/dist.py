@@ -464,12 +464,10 @@ class DistKVStore(KVStoreBase):
         dead = self.dead_shards()
         if not dead:
             return []
-        live = [-1 if s in dead else None for s in range(len(self.servers))]
-        answers = self._get([self.servers[s].progress.remote()
-                             for s, n in enumerate(live) if n is None])
-        done = iter(p["steps_done"] for p in answers)
-        steps = [-1 if n == -1 else next(done) for n in live]
-        if not self.standbys.promote(dead, steps, PING_SECONDS):
+        live = [s for s in range(len(self.servers)) if s not in dead]
+        ahead = max((p["steps_done"] for p in self._get(
+            [self.servers[s].progress.remote() for s in live])), default=-1)
+        if not self.standbys.promote(dead, ahead, PING_SECONDS):
             return None
         self._weights = None
         self.generation += 1

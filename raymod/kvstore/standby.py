@@ -81,31 +81,26 @@ class Standbys:
                                       **naming.standby_options(kv, shard)).remote(
             shard, kv.mode, kv.shared_memory)
 
-    def promote(self, dead: list[int], steps_done: list[int], timeout: float) -> bool:
+    def promote(self, dead: list[int], ahead: int, timeout: float) -> bool:
         """Make the standbys of the ``dead`` shards their servers, if each has a live one
         that holds every step its primary published; False (nothing changed) otherwise.
 
-        ``steps_done`` is every shard's last finished step (-1 for the dead ones): a live
-        shard is at most one step ahead of a standby that took all its primary's steps.
-        Each standby has ``timeout`` seconds to answer.
+        ``ahead`` is the furthest step a live shard has finished: a standby that took all
+        its primary's steps is at most one step behind it. Each standby has ``timeout``
+        seconds to answer.
         """
-        kv = self.kv
         candidates = {s: self.attached.get(s) for s in dead}
         if any(actor is None for actor in candidates.values()):
             return False
-        pings = {s: a.progress.remote() for s, a in candidates.items()}
-        done, _ = waits.wait(list(pings.values()), timeout)
-        if len(done) < len(pings):
-            return False
-        ahead = max((n for s, n in enumerate(steps_done) if s not in dead), default=-1)
+        asked = {s: a.progress.remote() for s, a in candidates.items()}
         try:
-            progress = {s: waits.get(ref, 0.0, "standby progress") for s, ref in pings.items()}
-        except (waits.DeadlineMissed, kv._ray.exceptions.RayActorError):
+            progress = waits.get(list(asked.values()), timeout, "standby progress")
+        except (waits.DeadlineMissed, self.kv._ray.exceptions.RayActorError):
             return False
-        if any(p["steps_done"] < ahead - 1 for p in progress.values()):
+        if any(p["steps_done"] < ahead - 1 for p in progress):
             return False  # a standby that missed steps (cannot happen unless it was dropped)
         for shard, actor in candidates.items():
-            kv.servers[shard] = actor
+            self.kv.servers[shard] = actor
             del self.attached[shard]
         return True
 
