@@ -150,7 +150,7 @@ class Speedometer:
         if count < self.last_count:  # the batch index went back: a new epoch began
             self.init = False
         self.last_count = count
-        now = time.time() if param.completed_at is None else param.completed_at
+        now = _completed_at(param)
         if not self.init:
             self.init, self.tic = True, now
             return
@@ -392,6 +392,12 @@ class MetricsLogger:
 _LOSS_NAMES = ("cross-entropy", "nll-loss", "loss", "mse", "rmse", "mae")
 
 
+def _completed_at(param: BatchEndParam) -> float:
+    """When the batch's step completed: fit's stamp (on workers running ahead the call comes
+    later), else now."""
+    return time.time() if param.completed_at is None else param.completed_at
+
+
 def _module_of(param: Any) -> Any:
     """The module whose fit called a batch-end callback (a bucketing module's current one)."""
     module = (getattr(param, "locals", None) or {}).get("self")
@@ -458,9 +464,7 @@ class TensorBoard:
         self._step += 1
         self._train_metric = param.eval_metric
         self._write_membership(param)
-        # the step's completion time: on workers running ahead the call comes later
-        now = time.time() if param.completed_at is None else param.completed_at
-        module = _module_of(param)
+        now, module = _completed_at(param), _module_of(param)
         self._last = (now, self._step, module)
         if param.nbatch == 0 or self._epoch_mark is None:
             self._epoch_mark = (now, self._step)
