@@ -9,6 +9,10 @@ worker that arrives late is configured exactly like the first ones. A dead worke
 ``events`` and a log line: "join", "leave", "start_failed", "lost" (stamped when the actor
 error was seen) and, from the executor group, "recovered" once the step that saw a loss
 has completed.
+
+With ``Workers(spares=N)`` the pool keeps up to N more actors started and set up but idle
+(:attr:`WorkerPool.spares`, event "spare"): a loss is filled from them at the next boundary,
+so a replacement's process start, imports and bind stay off the steps' critical path.
 """
 from __future__ import annotations
 
@@ -80,7 +84,10 @@ class WorkerPool(NodeDrains):
         self.info: dict[int, dict] = {}
         self._starting: dict[Any, tuple[int, Any]] = {}
         self._next_rank = 0
-        self._setup: dict[Any, tuple[str, tuple]] = {}
+        self._setup: dict[Any, tuple[str, tuple, int]] = {}  # key -> (method, args, version)
+        self._setup_version = 0
+        #: started, set-up, idle actors: rank -> (handle, ready info, set-up version they have)
+        self.spares: dict[int, tuple[Any, dict, int]] = {}
         self._sources: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._source_ids = 0
         self._readers_held: dict[int, set] = {}  # rank -> ids of the readers it was sent
@@ -110,8 +117,7 @@ class WorkerPool(NodeDrains):
             want = {"CPU": spec.cpus_per_worker, "GPU": spec.gpus_per_worker,
                     **(spec.resources or {})}
             request_resources(bundles=[{k: v for k, v in want.items() if v}] * self.target)
-        for _ in range(spec.max_workers):
-            self._spawn()
+        self.replenish()
         try:
             self.wait_for(spec.min_workers, spec.start_timeout)
         except BaseException:
@@ -134,6 +140,8 @@ class WorkerPool(NodeDrains):
         """Block until ``count`` workers are alive, or raise :class:`WorkersUnavailable`."""
         self._start_replacements()
         deadline = time.monotonic() + timeout
+        if self.spares:
+            self._admit_all([])
         while len(self.workers) < count:
             left = deadline - time.monotonic()
             if left <= 0 or not self._starting:
@@ -156,8 +164,9 @@ class WorkerPool(NodeDrains):
         have started; returns the admitted ranks."""
         self._leave_draining_nodes()
         self.release_leaving()
+        joined = (self._admit_all(waits.ready(list(self._starting)))
+                  if self._starting or self.spares else [])
         self._start_replacements()
-        joined = self._admit_all(waits.ready(list(self._starting))) if self._starting else []
         if len(self.workers) < self.spec.min_workers:  # after a preemption
             self.short_of_workers("step boundary")
         return joined
@@ -165,7 +174,7 @@ class WorkerPool(NodeDrains):
     def _admit_all(self, ready: list) -> list[int]:
         """Admit the started workers of ``ready``; the joined ranks. A joiner's set-up that
         meets a lost server raises :class:`ServerLost` once the others are admitted."""
-        joined, lost = [], None
+        joined, lost = self._promote_spares(), None
         for ref in ready:
             try:
                 rank = self._admit(ref)
@@ -186,12 +195,13 @@ class WorkerPool(NodeDrains):
         deadline = self.deadlines.call()
         try:
             info = waits.get(ref, deadline, f"worker {rank} starting")
-            moments.reached("worker.joining", pool=self, rank=rank, handle=handle)
-            for method, args in self._setup.values():
-                waits.get(getattr(handle, method).remote(*args), deadline,
-                          f"worker {rank} set-up ({method})")
-            waits.get(handle.set_local_state.remote(self._peer_state()), deadline,
-                      f"worker {rank} set-up (set_local_state)")
+            spare = len(self.workers) >= self.target
+            if not spare:
+                moments.reached("worker.joining", pool=self, rank=rank, handle=handle)
+            self._replay_setup(handle, rank, deadline)
+            if not spare:
+                waits.get(handle.set_local_state.remote(self._peer_state()), deadline,
+                          f"worker {rank} set-up (set_local_state)")
         except ServerLost:
             # its set-up met a lost server: the caller's recovery restores the servers
             # (recording their new handles for joiners); it joins at a boundary after that
@@ -204,9 +214,49 @@ class WorkerPool(NodeDrains):
             self._reap(handle, rank, locals().get("info"))
             self._replace = True
             return None
+        if spare:  # set up now, while nothing waits on it; it joins when a worker is lost
+            self.spares[rank] = (handle, info, self._setup_version)
+            self._event("spare", rank, setup_s=time.perf_counter() - t0, pid=info["pid"])
+            return None
         self.workers[rank], self.info[rank] = handle, info
         self._event("join", rank, setup_s=time.perf_counter() - t0, pid=info["pid"])
         return rank
+
+    def _replay_setup(self, handle: Any, rank: int, deadline: float, since: int = 0) -> None:
+        """Make on ``handle`` the recorded set-up calls newer than version ``since``."""
+        for method, args, version in list(self._setup.values()):
+            if version > since:
+                waits.get(getattr(handle, method).remote(*args), deadline,
+                          f"worker {rank} set-up ({method})")
+
+    def _promote_spares(self) -> list[int]:
+        """Fill places below :attr:`target` from the spares (oldest first): each gets the
+        set-up recorded since it became a spare and a live worker's local state. A spare
+        that died or hangs meanwhile is dropped (event "start_failed")."""
+        joined = []
+        while self.spares and len(self.workers) < self.target:
+            rank = min(self.spares)
+            handle, info, version = self.spares.pop(rank)
+            t0 = time.perf_counter()
+            deadline = self.deadlines.call()
+            moments.reached("worker.joining", pool=self, rank=rank, handle=handle)
+            try:
+                self._replay_setup(handle, rank, deadline, since=version)
+                waits.get(handle.set_local_state.remote(self._peer_state()), deadline,
+                          f"worker {rank} set-up (set_local_state)")
+            except ServerLost:
+                self.spares[rank] = (handle, info, version)  # it joins after the recovery
+                raise
+            except (self._ray.exceptions.RayActorError, waits.DeadlineMissed) as err:
+                self._event("start_failed", rank, error=str(err).splitlines()[0])
+                self._reap(handle, rank, info)
+                continue
+            self.workers[rank], self.info[rank] = handle, info
+            self._event("join", rank, setup_s=time.perf_counter() - t0, pid=info["pid"],
+                        spare=True)
+            joined.append(rank)
+            self._replace = True  # start the spare that takes its place
+        return joined
 
     def _peer_state(self) -> dict | None:
         """A live worker's local state for a joiner: the replayed set-up gives it the first
@@ -317,8 +367,10 @@ class WorkerPool(NodeDrains):
             self.replenish()
 
     def replenish(self) -> None:
-        """Start actors until live plus starting ones reach ``max_workers``."""
-        while len(self.workers) + len(self._starting) < self.target:
+        """Start actors until live, spare and starting ones reach :attr:`target` plus
+        ``spares``."""
+        while (len(self.workers) + len(self.spares) + len(self._starting)
+               < self.target + self.spec.spares):
             self._spawn()
 
     def add(self, count: int = 1) -> None:
@@ -348,7 +400,8 @@ class WorkerPool(NodeDrains):
             self._event("leave", rank)
         self.controller.handle(MembershipChanged(left=tuple(left)))
         self.release_leaving()
-        while self._starting and len(self.workers) + len(self._starting) > self.target:
+        while self._starting and (len(self.workers) + len(self.spares) + len(self._starting)
+                                  > self.target + self.spec.spares):
             _, (_, handle) = self._starting.popitem()  # no longer wanted
             self._ray.kill(handle, no_restart=True)
         return left
@@ -357,6 +410,9 @@ class WorkerPool(NodeDrains):
         """Stop every worker actor (after letting live ones remove their shared memory)."""
         self.controller.handle(StopRequested())
         moments.reached("close", pool=self)
+        for rank, (handle, info, _) in self.spares.items():
+            self.workers[rank], self.info[rank] = handle, info  # closed like the others
+        self.spares.clear()
         closing = {h.close.remote(): rank for rank, h in self.workers.items()}
         late = set(waits.settle(list(closing), 5))
         for ref, rank in closing.items():  # (a stopped process needs its SIGKILL)
@@ -403,7 +459,8 @@ class WorkerPool(NodeDrains):
         """
         key = (method, len(self._setup)) if key is None else key
         self._setup.pop(key, None)  # re-inserted last: replayed after what it depends on
-        self._setup[key] = (method, args)
+        self._setup_version += 1  # spares replay what is newer than what they were given
+        self._setup[key] = (method, args, self._setup_version)
         return self.call_all(method, *args)
 
     def call_all(self, method: str, *args: Any) -> dict[int, Any]:
@@ -452,7 +509,10 @@ def describe_event(kind: str, rank: int | None, extra: dict) -> str:
     """A membership event as a sentence for the log (the event dict keeps the figures)."""
     who = "worker" if rank is None else f"worker {rank}"
     if kind == "join":
-        return f"{who} joined (set up in {extra.get('setup_s', 0) * 1e3:.1f} ms)"
+        spare = " from the spares" if extra.get("spare") else ""
+        return f"{who} joined{spare} (set up in {extra.get('setup_s', 0) * 1e3:.1f} ms)"
+    if kind == "spare":
+        return f"{who} is ready as a spare (set up in {extra.get('setup_s', 0) * 1e3:.1f} ms)"
     if kind == "leave":
         reason = extra.get("reason")
         return f"{who} left" + (f" ({reason})" if reason else "")

@@ -54,6 +54,12 @@ class Workers:
         most :data:`MAX_RUN_AHEAD`), so that short steps do not pay a call each, and never
         more than take :data:`MAX_WINDOW_SECONDS`. Batch-end callbacks then run up to two
         windows late, in order.
+    spares : int, default 0
+        Workers to keep started and set up beyond the training ones, idle, when the
+        cluster has room for them (they wait in Ray's queue otherwise and never hold
+        training up). A lost worker's place is taken by a spare at the next step
+        boundary, with no process start, import or bind on the critical path; a new
+        spare is then started in the background.
     step_timeout : float, optional
         Seconds a step may take before the workers that have not pushed their slices are
         treated as hung (killed and replaced, their slices recomputed). Default (see
@@ -75,6 +81,7 @@ class Workers:
     start_timeout: float = 120.0
     run_ahead: int | None = None
     step_timeout: float | None = None
+    spares: int = 0
 
     def __post_init__(self) -> None:
         if self.max_workers is None:
@@ -101,6 +108,8 @@ class Workers:
                                                   and self.step_timeout > 0):
             raise ValueError(f"Workers(step_timeout=...) must be a number of seconds > 0, "
                              f"got {self.step_timeout!r}")
+        if not isinstance(self.spares, int) or isinstance(self.spares, bool) or self.spares < 0:
+            raise ValueError(f"Workers(spares=...) must be an int >= 0, got {self.spares!r}")
         if self.num_slices is not None and (not isinstance(self.num_slices, int)
                                             or self.num_slices < 1):
             raise ValueError(f"Workers(num_slices=...) must be an int >= 1, got "

@@ -3,6 +3,7 @@ training an LSTM language model on one and two devices, bad inputs.
 
 Follows MXNet 1.9.1's test_module.py / train/test_bucketing.py (spec sections 1 and 2).
 """
+import time
 import numpy as np
 import pytest
 
@@ -350,6 +351,47 @@ def test_workers_killed_while_buckets_switch(ray_cluster, close_modules):
         close_modules(mod._buckets[it.default_bucket_key])
         if kill:
             assert sum(e["event"] == "lost" for e in pool.events) >= 1
+    (ppl1, args1), (ppl2, args2) = runs
+    np.testing.assert_allclose(ppl1, ppl2, rtol=1e-4)
+    for name in args1:
+        scale = np.abs(args1[name]).max()
+        np.testing.assert_allclose(args1[name], args2[name], atol=1e-4 * scale, err_msg=name)
+
+
+@pytest.mark.ray
+def test_a_spare_replays_the_buckets_bound_after_it_became_one(ray_cluster, close_modules):
+    """A spare set up while one bucket existed joins after others were bound: it replays
+    what was recorded since (their binds) and the run matches the one-process run."""
+    import ray
+    runs, seen = [], {}
+    for workers in (None, rm.Workers(2, 2, spares=1, run_ahead=1)):  # binds as keys come
+        rm.random.seed(5)
+        it = _lm_iter(n=300)
+        mod = BucketingModule(_lm_sym_gen(), default_bucket_key=it.default_bucket_key,
+                              workers=workers)
+
+        def on_batch(param, mod=mod):
+            pool = mod._buckets[mod._default_bucket_key]._pool
+            if pool is None or "killed" in seen:
+                return
+            if "spare" not in seen:
+                deadline = time.monotonic() + 60
+                while not pool.spares:  # bounded: a spare starts within a minute
+                    assert time.monotonic() < deadline, "no spare ready within 60 s"
+                    time.sleep(0.05)
+                    pool.poll()
+                seen["spare"], seen["buckets"] = min(pool.spares), set(mod._buckets)
+            elif set(mod._buckets) - seen["buckets"]:  # bound after the spare was set up
+                seen["killed"] = pool.ranks[0]
+                ray.kill(pool.workers[seen["killed"]], no_restart=True)
+
+        ppl = _fit(mod, it, num_epoch=2, callback=on_batch)
+        runs.append((ppl, {k: v.copy() for k, v in mod.get_params()[0].items()}))
+        if workers:
+            pool = mod._buckets[it.default_bucket_key]._pool
+            close_modules(mod._buckets[it.default_bucket_key])
+    joined = [e for e in pool.events if e["event"] == "join" and e.get("spare")]
+    assert [e["rank"] for e in joined] == [seen["spare"]], pool.events
     (ppl1, args1), (ppl2, args2) = runs
     np.testing.assert_allclose(ppl1, ppl2, rtol=1e-4)
     for name in args1:

@@ -30,7 +30,7 @@ def _draining_nodes(ray: Any) -> dict[str, int]:
 
 class NodeDrains:
     """Leaving draining nodes (mixed into :class:`~raymod.cluster.pool.WorkerPool`: uses its
-    ``workers``, ``info``, ``leaving``, ``busy``, ``controller`` and ``_reap``)."""
+    ``workers``, ``spares``, ``info``, ``leaving``, ``busy``, ``controller`` and ``_reap``)."""
 
     def _leave_draining_nodes(self) -> None:
         """Workers on nodes Ray is draining (a preemption notice) leave now, at a step
@@ -44,6 +44,12 @@ class NodeDrains:
         if not draining:
             return
         self._draining = draining
+        for rank in [r for r, (_, info, _) in self.spares.items()
+                     if info.get("node") in draining]:
+            handle, info, _ = self.spares.pop(rank)  # a spare there would join a dying node
+            self._event("leave", rank, reason="spare on a draining node", node=info.get("node"))
+            self._reap(handle, rank, info)
+            self._replace = True
         ranks = tuple(r for r in self.ranks if self.info[r].get("node") in draining)
         if ranks:
             self.controller.handle(NodeDraining(ranks))
