@@ -7,15 +7,17 @@ scalar column gives a ``(batch,)`` array, a fixed-size-list column (nested lists
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from .base import DataDesc, check_rows, take_rows
 from .sampler import RowIter
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 _FORMATS = {".parquet": "parquet", ".pq": "parquet", ".parq": "parquet", ".csv": "csv",
             ".arrow": "ipc", ".feather": "ipc", ".ipc": "ipc"}
@@ -26,6 +28,14 @@ def _format_of(path: str) -> str | None:
     if name.endswith(".gz") or name.endswith(".bz2"):
         name = name.rsplit(".", 1)[0]
     return _FORMATS.get(os.path.splitext(name)[1])
+
+
+def _is_dataset(source: Any) -> bool:
+    """Whether ``source`` is a ``pyarrow.dataset.Dataset``, without importing that module
+    (it pulls in pandas: a third of every worker process's start) unless one could be."""
+    import sys
+    module = sys.modules.get("pyarrow.dataset")
+    return module is not None and isinstance(source, module.Dataset)
 
 
 def _resolve(source: str, filesystem: pafs.FileSystem | None) -> tuple[pafs.FileSystem, str]:
@@ -199,7 +209,7 @@ class ArrowIter(ColumnRows, RowIter):
             source = pa.Table.from_batches([source])
         if isinstance(source, pa.Table):
             self._table = source
-        elif isinstance(source, ds.Dataset):
+        elif _is_dataset(source):
             self._dataset = source
         elif isinstance(source, (str, os.PathLike)):
             self._fs, self._path = _resolve(os.fspath(source), filesystem)
@@ -232,6 +242,7 @@ class ArrowIter(ColumnRows, RowIter):
         if self._table is not None:
             return self._table
         if self._dataset is None:
+            import pyarrow.dataset as ds
             self._dataset = ds.dataset(self._path, filesystem=self._fs, format=self._format)
         return self._dataset
 
