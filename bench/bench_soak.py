@@ -3,7 +3,8 @@
 The MLP of DESIGN.md (784-128-64-10, batch 100, SGD 0.1 with momentum; bench_module.py's
 ``mlp_symbol``/``mlp_data``) trained by ``Module.fit`` on ``--workers`` actors at
 ``--cpus-per-worker`` CPUs (``rm.Workers(N // 2, N)``: survivors go on while a replacement
-starts) with a ``dist_sync`` store of ``--servers`` shards, with hot standbys unless
+starts; ``--spares`` more started and set up ahead of need, idle, take a lost worker's
+place at the next step boundary) with a ``dist_sync`` store of ``--servers`` shards, with hot standbys unless
 ``--no-standby``. The run is cut into stretches of ``--stretch`` steps; odd stretches are
 faulty, even ones failure-free, so that both see the same machine load. In a faulty stretch a
 killer thread SIGKILLs a random worker's process about every ``--worker-every`` seconds and a
@@ -17,7 +18,7 @@ training in one process (the trajectory must not depend on the faults).
 
     python bench/bench_soak.py [--workers 8] [--cpus-per-worker 0.25] [--servers 2]
         [--steps 6000] [--stretch 500] [--worker-every 20] [--server-every 90]
-        [--no-standby] [--seed 0] [--quick]
+        [--spares 1] [--no-standby] [--seed 0] [--quick]
     python bench/bench_soak.py --cost 3 --steps 1000   # what replication costs a step
 
 Prints one JSON object per fault and a summary, then a table.
@@ -183,6 +184,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--cpus-per-worker", type=float, default=0.25)
     ap.add_argument("--servers", type=int, default=2)
+    ap.add_argument("--spares", type=int, default=1,
+                    help="workers kept started and set up, idle, beyond the training ones")
     ap.add_argument("--steps", type=int, default=6000, help="a multiple of 500")
     ap.add_argument("--stretch", type=int, default=500, help="steps per stretch")
     ap.add_argument("--worker-every", type=float, default=20.0)
@@ -203,7 +206,9 @@ def main() -> None:
         logging.disable(logging.WARNING)  # every loss is logged as a warning
     warnings.filterwarnings("ignore")
     load = [os.getloadavg()[0]]
-    rm.cluster.init(num_cpus=max(2, int(np.ceil(args.workers * args.cpus_per_worker))))
+    # (logical CPUs: room for the spares' reservations; they are idle, the cores are 2)
+    rm.cluster.init(num_cpus=max(2, int(np.ceil((args.workers + args.spares)
+                                                * args.cpus_per_worker))))
     if args.cost:
         replication_cost(args)
         return
@@ -217,7 +222,7 @@ def main() -> None:
         killer[0].start()
 
     t0 = time.time()
-    mod = fit(args, rm.Workers(max(1, args.workers // 2), args.workers,
+    mod = fit(args, rm.Workers(max(1, args.workers // 2), args.workers, spares=args.spares,
                                cpus_per_worker=args.cpus_per_worker), kv, start)
     wall = time.time() - t0
     killer[0].stop.set()
@@ -242,7 +247,9 @@ def main() -> None:
                    and e.get("standby_promoted"))
     restored = sum(1 for e in events if e["event"] == "kvserver_recovered"
                    and not e.get("standby_promoted"))
-    summary = emit(kind="summary", workers=args.workers, servers=args.servers,
+    from_spares = sum(1 for e in events if e["event"] == "join" and e.get("spare"))
+    summary = emit(kind="summary", workers=args.workers, spares=args.spares,
+                   joins_from_spares=from_spares, servers=args.servers,
                    standby=args.standby, steps=args.steps, wall_s=round(wall, 1),
                    load_start=load[0], load_end=load[1],
                    worker_kills=len(lat["worker"]), server_kills=len(lat["server"]),
@@ -254,7 +261,8 @@ def main() -> None:
 
     def f(x, fmt=".2f"):
         return "-" if x is None else format(x, fmt)
-    print(f"\nsoak: {args.workers} workers x {args.cpus_per_worker} CPU, {args.servers} "
+    print(f"\nsoak: {args.workers} workers x {args.cpus_per_worker} CPU ({args.spares} spare(s), "
+          f"{from_spares} joins from them), {args.servers} "
           f"KVServers {'with' if args.standby else 'without'} hot standbys, {args.steps} "
           f"steps in {wall:.0f} s on {os.cpu_count()} cores, load {load[0]:.1f} -> "
           f"{load[1]:.1f}")
