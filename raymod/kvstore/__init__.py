@@ -9,4 +9,14 @@ from .base import KVStoreBase, create, register
 from .compression import GradientCompression
 from .local import KVStore, LocalKVStore
 
-__all__ = ["create", "register", "KVStore", "KVStoreBase", "LocalKVStore", "GradientCompression"]
+__all__ = ["create", "register", "KVStore", "KVStoreBase", "LocalKVStore", "GradientCompression",
+           "DistKVStore"]
+
+
+def __getattr__(name: str):
+    # the Ray-backed store is imported on first use: ``rm.kv.DistKVStore("dist_sync",
+    # num_servers=2, standby=True)`` takes the options ``create`` has no room for
+    if name == "DistKVStore":
+        from .dist import DistKVStore
+        return DistKVStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
