@@ -473,6 +473,13 @@ class DistKVStore(KVStoreBase):
         self.generation += 1
         return dead
 
+    def furthest_live_step(self) -> int | None:
+        """The furthest step a live shard has finished (None: every shard is dead). No
+        shard finished a later one, so a restore need replay nothing beyond it."""
+        dead = set(self.dead_shards(kill_silent=False))
+        live = [s.progress.remote() for shard, s in enumerate(self.servers) if shard not in dead]
+        return max((p["steps_done"] for p in self._get(live)), default=None)
+
     def restore(self, snapshot: list) -> list[int]:
         """Bring every shard back to a :meth:`snapshot`, starting new servers for dead ones.
 

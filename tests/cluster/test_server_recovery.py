@@ -8,6 +8,7 @@ import ray
 
 import raymod as rm
 import raymod.model
+from raymod.cluster import moments
 
 from nets import argmax_rows, mlp
 
@@ -143,3 +144,48 @@ def test_periodic_snapshots_do_not_stop_the_workers(close_modules, monkeypatch, 
     assert_close(reference, got)
     assert taken and all(taken), taken  # never just because the period came round
     assert adopted and all((step + 1) % 7 == 0 for step in adopted), adopted
+
+
+
+def test_restore_replays_no_step_beyond_the_live_shards(close_modules):
+    """Without standbys, a shard lost as a window starts is restored from the snapshot and
+    only the steps a live shard finished are replayed one by one; the rest of the window
+    runs as windows again. The run ends where the run in one process ends."""
+    steps, window = 30, 12
+
+    def run(workers, kvstore=None):
+        rm.random.seed(1)
+        mod = rm.mod.Module(mlp(), workers=workers)
+        if workers is not None:
+            close_modules(mod)
+        mod.fit(argmax_rows(steps), num_epoch=2, kvstore=kvstore,
+                optimizer_params={"learning_rate": 0.1, "momentum": 0.9},
+                initializer=rm.init.Xavier())
+        return mod, mod.get_params()[0]
+
+    _, want = run(None)
+    kv = rm.kv.DistKVStore("dist_sync", num_servers=2)  # as the README spells it
+    launched = []
+
+    def on_moment(name, context):
+        if name != "window.launched":
+            return
+        launched.append(context["steps"])
+        if len(launched) == 2:  # kill shard 1 as the second window starts; wait for its end
+            ray.kill(kv.servers[1], no_restart=True)
+            with pytest.raises(ray.exceptions.RayActorError):
+                ray.get(kv.servers[1].ping.remote(), timeout=30)
+
+    previous = moments.listen(on_moment)
+    try:
+        mod, got = run(rm.Workers(2, run_ahead=window), kv)
+    finally:
+        moments.listen(previous)
+        kv.close()
+    assert_close(want, got)
+    recovered = [e for e in mod._pool.events if e["event"] == "kvserver_recovered"]
+    assert [(e["shards"], e["standby_promoted"]) for e in recovered] == [([1], False)]
+    window_end = sum(launched[:2]) - 1
+    replayed_to = recovered[0]["snapshot_step"] + recovered[0]["steps_replayed"]
+    # the live shard stopped within a few steps of the window's start, not at its end
+    assert replayed_to < window_end - 2, (recovered[0], launched)

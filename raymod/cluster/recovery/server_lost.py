@@ -84,7 +84,10 @@ class ServerRecovery:
             snap_step, redo = None, []
         else:
             snap_step, refs = st.snapshot
-            redo = [(step, tasks, svrg) for step, tasks, svrg in st.replay if step <= through]
+            # steps no live shard finished go back to the windows (as after a promotion)
+            furthest = st.kv.furthest_live_step()
+            last = through if furthest is None else min(furthest, through)
+            redo = [(step, tasks, svrg) for step, tasks, svrg in st.replay if step <= last]
             replaced = st.kv.restore(refs)
             st.kv.set_metric(st.metric)
             self.pool.broadcast("set_servers", st.kv.servers, key="servers")
