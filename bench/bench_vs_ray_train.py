@@ -6,9 +6,9 @@ of :func:`mlp_data`), the same number of steps and the same kill schedule (a
 SIGKILL of one random training worker's process each time training first reaches a multiple
 of ``--kill-every`` steps, none in the last 10 %) on both:
 
-- raymod: ``Module.fit`` on ``rm.Workers(min, max)`` with a ``dist_sync`` store of hot-standby
-  KVServers; a lost worker's slices are recomputed by the survivors, a replacement joins
-  between steps;
+- raymod: ``Module.fit`` on ``rm.Workers(min, max, spares=--spares)`` with a ``dist_sync``
+  store of hot-standby KVServers; a lost worker's slices are recomputed by the survivors, a
+  spare started ahead of need (else a replacement once started) joins between steps;
 - Ray Train V2: ``TorchTrainer`` with ``ScalingConfig(num_workers=(min, max))``,
   ``FailureConfig(max_failures=-1)`` and a checkpoint every ``--checkpoint-every`` steps (rank
   0 saves model, optimizer and step; a restarted group resumes from the last one), torch on
@@ -25,7 +25,7 @@ dependency; ``--train-python`` runs the Ray Train side with another interpreter 
 torch) when this one has none.
 
     python bench/bench_vs_ray_train.py [--workers 4] [--min-workers 2] [--steps 3000]
-        [--kill-every 250] [--checkpoint-every 100] [--train-python PATH]
+        [--kill-every 250] [--checkpoint-every 100] [--spares 1] [--train-python PATH]
 
 Prints one JSON object per run, then a table.
 """
@@ -115,7 +115,8 @@ def raymod_run(args, kill: bool) -> dict:
     rm.random.seed(1)
     kv = DistKVStore("dist_sync", num_servers=1, standby=True)
     mod = rm.mod.Module(mlp_symbol(), context=rm.cpu(),
-                        workers=rm.Workers(args.min_workers, args.workers))
+                        workers=rm.Workers(args.min_workers, args.workers,
+                                           spares=args.spares))
     reached = [0]
     killer = Killer(lambda: [mod._pool.info[r]["pid"] for r in mod._pool.ranks],
                     lambda: reached[0], args.kill_every, args.steps, args.seed)
@@ -262,6 +263,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--min-workers", type=int, default=2)
+    ap.add_argument("--spares", type=int, default=1, help="raymod's spare workers")
     ap.add_argument("--steps", type=int, default=3000, help="a multiple of 200")
     ap.add_argument("--kill-every", type=int, default=250, help="steps between kills")
     ap.add_argument("--checkpoint-every", type=int, default=100)
