@@ -323,7 +323,7 @@ class Rig:
         self.prepare()
         outcome, t0 = Outcome(schedule), time.perf_counter()
         injector = _Injector(self, schedule)
-        workers = rm.Workers(2, 4, resources={WORKER_RESOURCE: 1},
+        workers = rm.Workers(2, 4, resources={WORKER_RESOURCE: 1}, spares=schedule.spares,
                              run_ahead=schedule.run_ahead, start_timeout=START_TIMEOUT)
         stores: list = []
         watchdog = _Watchdog(HANG_SECONDS)

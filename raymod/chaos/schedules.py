@@ -80,6 +80,9 @@ class Schedule:
         ``Workers.run_ahead`` (None: the default windows; 1: a driver call per step).
     svrg : bool
         Train an SVRGModule (its full-gradient passes are moments too).
+    spares : int
+        ``Workers.spares``: idle workers started ahead of need (a promotion is a
+        ``worker.joining`` moment too).
     seed, index : int
         Where :func:`generate` drew it (what replays it).
     """
@@ -89,9 +92,11 @@ class Schedule:
     svrg: bool = False
     seed: int | None = None
     index: int | None = None
+    spares: int = 0
 
     def __str__(self) -> str:
-        how = ("svrg " if self.svrg else "") + f"run_ahead={self.run_ahead}"
+        how = (("svrg " if self.svrg else "") + f"run_ahead={self.run_ahead}"
+               + (f" spares={self.spares}" if self.spares else ""))
         return f"[{', '.join(map(str, self.faults)) or 'no fault'}] {how}"
 
     @property
@@ -126,5 +131,7 @@ def generate(seed: int, count: int, slow: bool = False) -> list[Schedule]:
                 continue
             faults.append(Fault(moment, rng.randint(1, _REACHED.get(moment, 1)),
                                 rng.choice(kinds), rng.randrange(4)))
-        out.append(Schedule(tuple(faults), run_ahead, svrg, seed, index))
+        # drawn apart, so that the faults of (seed, index) are those drawn before spares were
+        spares = random.Random(f"raymod-chaos-spares:{seed}:{index}").choice([0, 1])
+        out.append(Schedule(tuple(faults), run_ahead, svrg, seed, index, spares))
     return out

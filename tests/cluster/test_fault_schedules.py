@@ -46,6 +46,13 @@ def test_faults_during_a_recovery_and_a_joiner_set_up(rig):
                          Fault("worker.joining", 5, "worker_kill")), 8))
 
 
+def test_a_spare_killed_as_it_joins_and_its_node_removed(rig):
+    outcome = check(rig, Schedule((Fault("batch_end", 3, "worker_kill"),
+                                   Fault("worker.joining", 5, "worker_kill"),
+                                   Fault("batch_end", 12, "worker_node", pick=2)), 8, spares=1))
+    assert len(outcome.fired) == 3
+
+
 def test_a_hung_worker_and_a_failed_start(rig):
     outcome = check(rig, Schedule((Fault("batch_end", 5, "worker_stop"),
                                    Fault("worker.starting", 5, "start_fail")), None))
