@@ -18,7 +18,7 @@ training in one process (the trajectory must not depend on the faults).
 
     python bench/bench_soak.py [--workers 8] [--cpus-per-worker 0.25] [--servers 2]
         [--steps 6000] [--stretch 500] [--worker-every 20] [--server-every 90]
-        [--spares 1] [--no-standby] [--seed 0] [--quick]
+        [--spares 1] [--no-standby] [--together] [--seed 0] [--quick]
     python bench/bench_soak.py --cost 3 --steps 1000   # what replication costs a step
 
 Prints one JSON object per fault and a summary, then a table.
@@ -96,6 +96,8 @@ class Killer(threading.Thread):
                 continue
             for kind in ("worker", "server"):
                 if time.time() >= due[kind]:
+                    if kind == "server" and self.args.together:
+                        self._kill("worker")  # the same instant: both recoveries at once
                     self._kill(kind)
                     due[kind] = self._next(kind)
 
@@ -191,6 +193,8 @@ def main() -> None:
     ap.add_argument("--worker-every", type=float, default=20.0)
     ap.add_argument("--server-every", type=float, default=90.0)
     ap.add_argument("--no-standby", dest="standby", action="store_false")
+    ap.add_argument("--together", action="store_true",
+                    help="each KVServer kill also kills a worker at the same instant")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--verbose", action="store_true", help="log every loss and recovery")
     ap.add_argument("--cost", type=int, default=0, metavar="N",
