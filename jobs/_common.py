@@ -43,7 +43,7 @@ KVSTORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
 
 
 from raymod.cli.argtypes import (  # noqa: E402
-    checkpoint_location, fraction, positive_float, positive_int)
+    checkpoint_location, fraction, nonnegative_int, positive_float, positive_int)
 
 
 
@@ -72,8 +72,8 @@ class JobArgumentParser(argparse.ArgumentParser):
 # ---- flags ----------------------------------------------------------------------------------
 def add_cluster_args(parser: argparse.ArgumentParser, workers: str = "2",
                      kvstore: str = "dist_sync") -> None:
-    """Add ``--workers``, ``--cpus-per-worker``, ``--gpus-per-worker``, ``--kvstore`` and
-    ``--address`` (an argument group "where it runs")."""
+    """Add ``--workers``, ``--cpus-per-worker``, ``--gpus-per-worker``, ``--spares``,
+    ``--kvstore`` and ``--address`` (an argument group "where it runs")."""
     group = parser.add_argument_group("where it runs")
     group.add_argument("--workers", type=parse_workers, default=workers,
                        metavar="MIN:MAX",
@@ -85,6 +85,9 @@ def add_cluster_args(parser: argparse.ArgumentParser, workers: str = "2",
     group.add_argument("--gpus-per-worker", type=int, default=0, metavar="N",
                        help="GPUs per worker (default %(default)s); in process, N > 0 trains "
                             "on gpu(0)..gpu(N-1)")
+    group.add_argument("--spares", type=nonnegative_int, default=0, metavar="N",
+                       help="workers kept started and set up, idle, that take a lost one's "
+                            "place at the next step (default %(default)s)")
     group.add_argument("--kvstore", default=kvstore, type=str.lower, choices=KVSTORES,
                        help="kvstore type (default %(default)s); in process a dist type means "
                             "'local'")
@@ -142,7 +145,8 @@ def workers_from_args(parser: argparse.ArgumentParser,
         return None
     try:
         workers = dataclasses.replace(args.workers, cpus_per_worker=args.cpus_per_worker,
-                                      gpus_per_worker=args.gpus_per_worker)
+                                      gpus_per_worker=args.gpus_per_worker,
+                                      spares=args.spares)
     except (TypeError, ValueError) as err:
         parser.error(str(err))
     if args.batch_size < workers.slices:

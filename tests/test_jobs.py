@@ -92,6 +92,7 @@ def test_common_parse_workers():
     (["--batch-size", "abc"], "--batch-size"),
     (["--lr", "-1"], "--lr"),
     (["--cpus-per-worker", "0"], "--cpus-per-worker"),
+    (["--spares", "-1"], "--spares"),
     (["--workers", "3", "--batch-size", "2"], "--batch-size"),
     (["--checkpoint-dir", "bogus://x"], "--checkpoint-dir: CheckpointConfig(path='bogus://x')"),
 ])

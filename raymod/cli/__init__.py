@@ -134,6 +134,9 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="Ray CPUs per worker, and its BLAS threads (default 1)")
     run.add_argument("--gpus-per-worker", metavar="G",
                      help="GPUs per worker (default 0)")
+    run.add_argument("--spares", metavar="S",
+                     help="workers kept started and set up, idle, that take a lost one's "
+                          "place at the next step (default 0)")
     run.add_argument("script", metavar="SCRIPT")
     run.add_argument("script_args", nargs=argparse.REMAINDER, metavar="...",
                      help="the script's own arguments")
@@ -148,7 +151,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     try:  # every value is checked before the script runs
         workers = workers_from_options(args.workers, args.cpus_per_worker,
-                                       args.gpus_per_worker)
+                                       args.gpus_per_worker, args.spares)
     except UsageError as err:
         raise CLIError(str(err), status=2) from None
     if not os.path.isfile(args.script):

@@ -25,9 +25,10 @@ _LOG = logging.getLogger(__name__)
 #: (``N`` or ``MIN:MAX``, as the flag)
 WORKERS_ENV = "RAYMOD_WORKERS"
 #: the runner's own options, given before SCRIPT
-OPTIONS = ("--workers", "--cpus-per-worker", "--gpus-per-worker")
+OPTIONS = ("--workers", "--cpus-per-worker", "--gpus-per-worker", "--spares")
 _EXPECTED = {"--workers": "N or MIN:MAX with 1 <= MIN <= MAX",
-             "--cpus-per-worker": "a number > 0", "--gpus-per-worker": "an integer >= 0"}
+             "--cpus-per-worker": "a number > 0", "--gpus-per-worker": "an integer >= 0",
+             "--spares": "an integer >= 0"}
 
 
 class UsageError(ValueError):
@@ -61,7 +62,7 @@ def split_options(argv: Sequence[str]) -> tuple[dict, list]:
 
 
 def workers_from_options(workers: str | None, cpus_per_worker: str | None = None,
-                         gpus_per_worker: str | None = None,
+                         gpus_per_worker: str | None = None, spares: str | None = None,
                          env: dict | None = None) -> Workers | None:
     """The workers the runner's options ask for (None: the script runs in process).
 
@@ -72,6 +73,9 @@ def workers_from_options(workers: str | None, cpus_per_worker: str | None = None
         (``env``, default ``os.environ``), else in process.
     cpus_per_worker, gpus_per_worker : str or None
         ``--cpus-per-worker`` (default 1) and ``--gpus-per-worker`` (default 0) as typed.
+    spares : str or None
+        ``--spares`` (default 0) as typed: workers kept started and set up, idle, to take a
+        lost one's place (``Workers.spares``).
 
     Raises
     ------
@@ -85,7 +89,7 @@ def workers_from_options(workers: str | None, cpus_per_worker: str | None = None
         name, workers = WORKERS_ENV, env[WORKERS_ENV]
     if workers is None:
         for option, value in (("--cpus-per-worker", cpus_per_worker),
-                              ("--gpus-per-worker", gpus_per_worker)):
+                              ("--gpus-per-worker", gpus_per_worker), ("--spares", spares)):
             if value is not None:
                 raise UsageError(f"{option} {value}: needs --workers (or {WORKERS_ENV}); "
                                  "without workers the script trains in this process")
@@ -100,7 +104,9 @@ def workers_from_options(workers: str | None, cpus_per_worker: str | None = None
     cpus = _parsed("--cpus-per-worker", cpus_per_worker, float, lambda v: math.isfinite(v)
                    and v > 0, 1.0)
     gpus = _parsed("--gpus-per-worker", gpus_per_worker, int, lambda v: v >= 0, 0)
-    return Workers(bounds[0], bounds[1], cpus_per_worker=cpus, gpus_per_worker=gpus)
+    spare = _parsed("--spares", spares, int, lambda v: v >= 0, 0)
+    return Workers(bounds[0], bounds[1], cpus_per_worker=cpus, gpus_per_worker=gpus,
+                   spares=spare)
 
 
 def _parsed(name: str, text: str | None, kind: type, ok, default: float) -> float:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from raymod.compat import runner
-from raymod.compat.workers import WORKERS_ENV
+from raymod.compat.workers import WORKERS_ENV, workers_from_options
 from raymod.model import _create_dist_kvstore
 import raymod as rm
 
@@ -96,6 +96,12 @@ def test_a_local_store_with_compression_keeps_it_on_workers(ray_cluster):
         kv.close()
 
 
+def test_runner_options_become_the_workers_spec():
+    got = workers_from_options("2:4", "0.5", "0", "1", env={})
+    assert got == rm.Workers(2, 4, cpus_per_worker=0.5, gpus_per_worker=0, spares=1)
+    assert workers_from_options(None, env={}) is None
+
+
 # ---- bad values: one line, exit status 2, the script never runs ------------------------------
 @pytest.mark.parametrize("flags, named, got", [
     (["--workers", "0"], "--workers", "'0'"),
@@ -103,6 +109,7 @@ def test_a_local_store_with_compression_keeps_it_on_workers(ray_cluster):
     (["--workers", "x"], "--workers", "'x'"),
     (["--workers", "2", "--cpus-per-worker", "-1"], "--cpus-per-worker", "'-1'"),
     (["--workers", "2", "--gpus-per-worker", "one"], "--gpus-per-worker", "'one'"),
+    (["--workers", "2", "--spares", "-1"], "--spares", "'-1'"),
 ])
 def test_bad_values_stop_raymod_run_before_the_script(tmp_path, flags, named, got):
     marker = tmp_path / "ran"
