@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 
+from ..padding import constant_pad
 from ._im2col import window
 
 
@@ -55,10 +56,10 @@ def _padded_zeros(xp, shape, pad, dtype, last: bool):
 
 def _padded(xp, x, pad, last: bool):
     """``x`` zero-padded, in the working layout (a fresh array, or ``x`` itself)."""
-    if not last and not any(pad):
-        return x
+    if not last:
+        return constant_pad(xp, x, [(0, 0), (0, 0)] + [(p, p) for p in pad]) if any(pad) else x
     out = _padded_zeros(xp, x.shape, pad, x.dtype, last)
-    out[_interior(x.shape, pad, last)] = _spatial_first(x) if last else x
+    out[_interior(x.shape, pad, last)] = _spatial_first(x)
     return out
 
 
