@@ -50,9 +50,9 @@ def test_depthwise_layouts(ctx, rng, monkeypatch, last, shape, kernel, stride, p
 
 
 def test_depthwise_layout_choice():
-    """Channels last once there are at least as many channels as output columns."""
-    assert _depthwise.channels_last(128, (4, 4)) and _depthwise.channels_last(16, (16, 16))
-    assert not _depthwise.channels_last(8, (32, 32))
+    """Channels last once there are at least twice as many channels as output columns."""
+    assert _depthwise.channels_last(128, (4, 4)) and _depthwise.channels_last(32, (16, 16))
+    assert not _depthwise.channels_last(16, (16, 16)) and not _depthwise.channels_last(8, (32, 32))
 
 
 def test_depthwise_float32_outputs_are_contiguous(rng):
