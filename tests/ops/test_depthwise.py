@@ -7,9 +7,8 @@ from raymod.ops.nn import _depthwise
 from raymod.test_utils import check_forward, check_gradient, op_symbol
 
 
-
 def reference_depthwise(x, w, b, stride, pad, dilate):
-    """y[n, c, o] = sum over kernel positions k of w[c, 0, k] * xpad[n, c, o * stride + k * dilate]."""
+    """``y[n, c, o] = sum_k w[c, 0, k] * xpad[n, c, o * stride + k * dilate]``, one loop."""
     k = w.shape[2:]
     xpad = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad])
     out = [(n - d * (kk - 1) - 1) // s + 1
