@@ -255,6 +255,7 @@ class Executor:
         # default head gradients: None for loss heads (they ignore it), ones otherwise
         loss_slots = {s for st in plan.steps if st.op.is_loss for s in st.outputs}
         self._head_defaults: list | None = None
+        self._zero_grads: dict[int, Any] = {}  # see _missing_grad
         self._loss_heads = [s in loss_slots for s in plan.head_slots]
         self._monitor = None
         # set once an executor shares its outputs' memory with another (see reshape)
@@ -460,7 +461,7 @@ class Executor:
                 if not is_loss and any(g is None for g in ogs):
                     if all(g is None for g in ogs):
                         continue
-                    ogs = [self._zeros_like_slot(s) if g is None else g
+                    ogs = [self._missing_grad(s) if g is None else g
                            for s, g in zip(outputs, ogs)]
                 in_grads = backward(xp, ogs, [vals[s] for s in kept_in],
                                     [vals[s] for s in kept_out], saved[i], list(need_grad),
@@ -498,6 +499,17 @@ class Executor:
     def _ones_like_slot(self, s: int):
         with self._ctx.scope():
             return self._xp.ones(self.plan.slot_shapes[s], self.plan.slot_dtypes[s])
+
+    def _missing_grad(self, s: int):
+        """The zero gradient of an output nothing reads (BatchNorm's mean and variance, say):
+        made once per slot and shared, as ops never write into their output gradients
+        (read-only under numpy, so one that did would fail loudly)."""
+        zeros = self._zero_grads.get(s)
+        if zeros is None:
+            zeros = self._zero_grads[s] = self._zeros_like_slot(s)
+            if isinstance(zeros, np.ndarray):
+                zeros.flags.writeable = False
+        return zeros
 
     def _zeros_like_slot(self, s: int):
         with self._ctx.scope():

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from raymod.base import AttributeValueError, ShapeError
+from raymod.context import as_numpy
 from raymod.test_utils import check_forward, check_gradient, op_symbol
 
 LAM, ALPHA = 1.0507009873554805, 1.6732632423543772
@@ -49,3 +50,22 @@ def test_leaky_relu_float32(rng):
     x = rng.standard_normal((4, 5)).astype(np.float32)
     out = check_forward(sym, {"data": x}, REFERENCES["gelu"](x.astype(np.float64)), rtol=1e-6)
     assert out[0].dtype == np.float32
+
+
+@pytest.mark.parametrize("slope", [0.0, 0.25, 1.0, 1.5, -0.4])
+def test_leaky_slopes_and_zero_gradient(ctx, rng, slope):
+    """Slopes in [0, 1] take the max / sign path, others the where path: same values; the
+    gradient at exactly zero is the slope's (MXNet's: x > 0 is false there)."""
+    sym = op_symbol("LeakyReLU", ["data"], act_type="leaky", slope=slope)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    x[0, 0, :2] = 0
+    out = check_forward(sym, {"data": x}, lambda data: np.where(data > 0, data, slope * data),
+                        ctx, rtol=1e-6)
+    assert out[0].dtype == np.float32
+    exe = sym.simple_bind(ctx, data=x.shape)
+    exe.arg_dict["data"][:] = ctx.xp.asarray(x)
+    exe.forward(is_train=True)
+    head = rng.standard_normal(x.shape).astype(np.float32)
+    exe.backward([ctx.xp.asarray(head)])
+    expected = np.where(x > 0, head, np.float32(slope) * head)
+    np.testing.assert_array_equal(as_numpy(exe.grad_dict["data"]), expected)

@@ -2,13 +2,18 @@
 
 A grouped GEMM would multiply a ``(1, prod(kernel))`` matrix per channel, after an im2col copy
 and a transpose; here each kernel offset is one broadcast multiply-add over a strided view of
-the (padded) input, with no column buffer and the data in its own ``(N, C, *spatial)`` layout.
+the (padded) input, with no column buffer. The work runs in the data's ``(N, C, *spatial)``
+layout, or channels last ``(N, *spatial, C)`` when there are at least twice as many channels
+as output columns: each multiply's innermost run is then the channels instead of a short row
+(measured, numpy: 1.3-2x faster on MobileNet's 16x16 to 2x2 maps with 32 to 256 channels,
+slower with 16 channels on 16 columns or 8 on 32).
 Written against ``xp`` (numpy or cupy).
 """
 from __future__ import annotations
 
 import itertools
 
+from ..padding import constant_pad
 from ._im2col import window
 
 
@@ -16,48 +21,87 @@ def _offsets(kernel):
     return itertools.product(*map(range, kernel))
 
 
-def _per_channel(w, offsets, nd: int):
+def channels_last(channels: int, out) -> bool:
+    """Whether the multiply-adds run channels last (see the module docstring)."""
+    return channels >= 2 * out[-1]
+
+
+def _per_channel(w, offsets, nd: int, last: bool):
     """The weight of kernel position ``offsets`` for every channel, shaped to broadcast
-    over ``(N, C, *spatial)``."""
-    return w[(slice(None), 0) + tuple(offsets)].reshape((1, -1) + (1,) * nd)
+    over the working layout."""
+    wk = w[(slice(None), 0) + tuple(offsets)]
+    return wk if last else wk.reshape((1, -1) + (1,) * nd)
 
 
-def padded(xp, x, pad):
-    return xp.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad]) if any(pad) else x
+def _spatial_first(a):
+    """``(N, C, *S)`` seen as ``(N, *S, C)`` (a view)."""
+    return a.transpose((0,) + tuple(range(2, a.ndim)) + (1,))
+
+
+def _channels_first(xp, a):
+    """``(N, *S, C)`` copied to ``(N, C, *S)``."""
+    return xp.ascontiguousarray(a.transpose((0, a.ndim - 1) + tuple(range(1, a.ndim - 1))))
+
+
+def _interior(shape, pad, last: bool):
+    """The index of the unpadded part of a padded array in the working layout."""
+    inner = tuple(slice(p, p + s) for s, p in zip(shape[2:], pad))
+    return (slice(None),) + inner if last else (slice(None), slice(None)) + inner
+
+
+def _padded_zeros(xp, shape, pad, dtype, last: bool):
+    spatial = tuple(s + 2 * p for s, p in zip(shape[2:], pad))
+    full = (shape[0],) + spatial + (shape[1],) if last else tuple(shape[:2]) + spatial
+    return xp.zeros(full, dtype=dtype)
+
+
+def _padded(xp, x, pad, last: bool):
+    """``x`` zero-padded, in the working layout (a fresh array, or ``x`` itself)."""
+    if not last:
+        return constant_pad(xp, x, [(0, 0), (0, 0)] + [(p, p) for p in pad]) if any(pad) else x
+    out = _padded_zeros(xp, x.shape, pad, x.dtype, last)
+    out[_interior(x.shape, pad, last)] = _spatial_first(x)
+    return out
 
 
 def forward(xp, x, w, out, kernel, stride, dilate, pad):
     """``y[n, c] = sum_k w[c, 0, k] * x[n, c, window k]``: shape (N, C, *out)."""
-    xp_ = padded(xp, x, pad)
-    y = xp.zeros(x.shape[:2] + tuple(out), dtype=x.dtype)
+    nd, last = len(out), channels_last(x.shape[1], out)
+    xw = _padded(xp, x, pad, last)
+    lead = (slice(None),) if last else (slice(None), slice(None))
+    shape = (x.shape[0],) + tuple(out) + (x.shape[1],) if last else x.shape[:2] + tuple(out)
+    y = xp.empty(shape, dtype=x.dtype)
     term = xp.empty_like(y)
-    lead = (slice(None), slice(None))
-    for offsets in _offsets(kernel):
-        xp.multiply(xp_[lead + window(offsets, out, stride, dilate)],
-                    _per_channel(w, offsets, len(out)), out=term)
-        y += term
-    return y
+    for k, offsets in enumerate(_offsets(kernel)):
+        xp.multiply(xw[lead + window(offsets, out, stride, dilate)],
+                    _per_channel(w, offsets, nd, last), out=term if k else y)
+        if k:
+            y += term
+    return _channels_first(xp, y) if last else y
 
 
 def backward(xp, gy, x, w, kernel, stride, dilate, pad, need_data: bool, need_weight: bool):
     """(data gradient or None, weight gradient or None) of :func:`forward`."""
     out, nd = gy.shape[2:], gy.ndim - 2
-    lead = (slice(None), slice(None))
-    axes = (0,) + tuple(range(2, 2 + nd))
+    last = channels_last(x.shape[1], out)
+    if last:
+        gy = xp.ascontiguousarray(_spatial_first(gy))
+        lead, axes = (slice(None),), tuple(range(nd + 1))
+    else:
+        lead, axes = (slice(None), slice(None)), (0,) + tuple(range(2, 2 + nd))
     term = xp.empty_like(gy)
     gw = xp.empty_like(w) if need_weight else None
-    xp_ = padded(xp, x, pad) if need_weight else None
-    gx = xp.zeros(x.shape[:2] + tuple(s + 2 * p for s, p in zip(x.shape[2:], pad)),
-                  dtype=gy.dtype) if need_data else None
+    xw = _padded(xp, x, pad, last) if need_weight else None
+    gx = _padded_zeros(xp, x.shape, pad, gy.dtype, last) if need_data else None
     for offsets in _offsets(kernel):
         win = lead + window(offsets, out, stride, dilate)
         if need_weight:
-            xp.multiply(gy, xp_[win], out=term)
+            xp.multiply(gy, xw[win], out=term)
             gw[(slice(None), 0) + tuple(offsets)] = term.sum(axis=axes)
         if need_data:
-            xp.multiply(gy, _per_channel(w, offsets, nd), out=term)
+            xp.multiply(gy, _per_channel(w, offsets, nd, last), out=term)
             gx[win] += term
     if need_data:
-        gx = xp.ascontiguousarray(gx[lead + tuple(slice(p, p + s) for s, p in
-                                                   zip(x.shape[2:], pad))])
+        gx = gx[_interior(x.shape, pad, last)]
+        gx = _channels_first(xp, gx) if last else xp.ascontiguousarray(gx)
     return gx, gw

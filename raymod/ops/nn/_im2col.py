@@ -12,6 +12,7 @@ import math
 
 from ...base import AttributeValueError, ShapeError
 from ..base import Param
+from ..padding import constant_pad
 
 LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
 
@@ -122,10 +123,11 @@ def im2col(xp, x, out, kernel, stride, dilate, pad, last: bool):
     widths = [(p, p) for p in pad]
     if last:  # (C, *spatial, N), contiguous so that slices have long runs
         xt = xp.moveaxis(x, 0, -1)
-        xt = xp.pad(xt, [(0, 0)] + widths + [(0, 0)]) if any(pad) else xp.ascontiguousarray(xt)
+        xt = constant_pad(xp, xt, [(0, 0)] + widths + [(0, 0)]) if any(pad) else \
+            xp.ascontiguousarray(xt)
         lead, tail, grid = (slice(None),), (slice(None),), tuple(out) + (n,)
     else:
-        xt = (xp.pad(x, [(0, 0), (0, 0)] + widths) if any(pad) else x).swapaxes(0, 1)
+        xt = (constant_pad(xp, x, [(0, 0), (0, 0)] + widths) if any(pad) else x).swapaxes(0, 1)
         lead, tail, grid = (slice(None), slice(None)), (), (n,) + tuple(out)
     cols = xp.empty((c,) + tuple(kernel) + grid, dtype=x.dtype)
     for offsets in itertools.product(*map(range, kernel)):

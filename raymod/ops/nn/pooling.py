@@ -6,6 +6,7 @@ import math
 
 from ...base import AttributeValueError, ShapeError
 from ..base import Op, Param
+from ..padding import constant_pad
 from ._im2col import LAYOUTS, check_layout, spatial_attr
 
 
@@ -114,7 +115,7 @@ class Pooling(Op):
         widths = self._pad_widths(x.shape[2:], geom)
         if not any(lo or hi for lo, hi in widths):
             return x
-        return xp.pad(x, [(0, 0), (0, 0)] + widths, constant_values=fill)
+        return constant_pad(xp, x, [(0, 0), (0, 0)] + widths, fill)
 
     @staticmethod
     def _windows(geom):

@@ -155,18 +155,15 @@ class RNN(Op):
         passes = (c >= lo) & (c <= hi)
         return xp.clip(c, lo, hi), passes
 
-    def _run_direction(self, xp, x, w, h, c, reverse):
-        """One cell over the sequence; returns the outputs (T, N, H), the final states and
-        what backward needs."""
+    def _run_direction(self, xp, x, w, h, reverse):
+        """One vanilla or GRU cell over the sequence (LSTM: :meth:`_lstm_direction`);
+        returns the outputs (T, N, H), the final state and what backward needs."""
         steps = x.shape[0]
         hidden = self.state_size
         xw = x @ w["i2h_weight"].T + w["i2h_bias"]  # every step's input term in one matmul
         out = xp.empty(x.shape[:2] + (hidden,), x.dtype)
         h_prev = xp.empty_like(out)
         acts = xp.empty(x.shape[:2] + (xw.shape[2],), x.dtype)
-        cells = xp.empty_like(out) if self._lstm else None
-        c_prev = xp.empty_like(out) if self._lstm else None
-        passes = []
         extra = xp.empty_like(out) if self.mode == "gru" else None
         order = range(steps - 1, -1, -1) if reverse else range(steps)
         for t in order:  # loop over time: each step needs the previous state
@@ -179,15 +176,6 @@ class RNN(Op):
             elif self.mode == "rnn_tanh":
                 h = xp.tanh(pre)
                 acts[t] = h
-            elif self._lstm:
-                i, f, g, o = xp.split(pre, 4, axis=1)
-                i, f, o, g = _sigmoid(xp, i), _sigmoid(xp, f), _sigmoid(xp, o), xp.tanh(g)
-                c_prev[t] = c
-                c, mask = self._clip(xp, f * c + i * g)
-                passes.append(mask)
-                cells[t] = c
-                h = o * xp.tanh(c)
-                acts[t] = xp.concatenate([i, f, g, o], axis=1)
             else:
                 xr, xz, xn = xp.split(xw[t], 3, axis=1)
                 hr, hz, hn = xp.split(hw, 3, axis=1)
@@ -197,11 +185,92 @@ class RNN(Op):
                 acts[t] = xp.concatenate([r, z, n], axis=1)
                 extra[t] = hn
             out[t] = h
+        return out, h, None, {"h_prev": h_prev, "acts": acts, "extra": extra}
+
+    def _lstm_direction(self, xp, x, w, h, c, reverse):
+        """One LSTM cell over the sequence (see :meth:`_run_direction`), lean per step.
+
+        Every step's input term is one GEMM before the loop, which holds only the recurrent
+        GEMM and the gate arithmetic, written into buffers made once. The gates use
+        ``sigmoid(z) = (tanh(z / 2) + 1) / 2``: with the sigmoid gates' weight rows halved
+        (exact in floating point) one ``tanh`` over all four gates gives them all, then one
+        scale and one shift per step. A reversed direction runs on the reversed views.
+        """
         if reverse:
-            passes.reverse()
-        saved = {"h_prev": h_prev, "acts": acts, "c_prev": c_prev, "cells": cells,
-                 "extra": extra, "passes": passes if passes and passes[0] is not None else None}
-        return out, h, c, saved
+            x = x[::-1]
+        steps, batch = x.shape[:2]
+        hidden = self.state_size
+        dtype = x.dtype
+        half = xp.ones((4, 1), dtype)
+        half[(0, 1, 3), 0] = 0.5  # rows of the i, f and o gates
+        shift = (1 - half).reshape(4, 1)
+        half_rows = xp.repeat(half, hidden, axis=0)  # (4H, 1)
+        wx = w["i2h_weight"] * half_rows
+        wh_t = (w["h2h_weight"] * half_rows).T
+        bias = (w["i2h_bias"] + w["h2h_bias"]) * half_rows[:, 0]
+        acts = (x.reshape(steps * batch, -1) @ wx.T + bias).reshape(steps, batch, 4, hidden)
+        hs = xp.empty((steps + 1, batch, hidden), dtype)  # hs[t]: the state step t reads
+        cs = xp.empty_like(hs)
+        tcs = xp.empty((steps, batch, hidden), dtype)  # tanh of each step's cell state
+        hs[0], cs[0] = h, c
+        ig = xp.empty((batch, hidden), dtype)
+        clip = self.lstm_state_clip_min is not None
+        passes = [] if clip else None
+        for t in range(steps):  # loop over time: each step needs the previous state
+            a = acts[t]
+            a += (hs[t] @ wh_t).reshape(batch, 4, hidden)
+            xp.tanh(a, out=a)
+            a *= half
+            a += shift  # a = [i, f, g, o]
+            c = cs[t + 1]
+            xp.multiply(a[:, 1], cs[t], out=c)
+            xp.multiply(a[:, 0], a[:, 2], out=ig)
+            c += ig
+            if clip:
+                clipped, mask = self._clip(xp, c)
+                c[...] = clipped
+                passes.append(mask)
+            xp.tanh(c, out=tcs[t])
+            xp.multiply(a[:, 3], tcs[t], out=hs[t + 1])
+        out = hs[1:]
+        saved = {"acts": acts, "hs": hs, "cs": cs, "tcs": tcs, "passes": passes}
+        return (out[::-1] if reverse else out), hs[steps], cs[steps], saved
+
+    def _lstm_back_direction(self, xp, w, s, x, dy, dh, dc, reverse):
+        """Gradients of :meth:`_lstm_direction`: what each gate's gradient multiplies is
+        worked out for all steps before the loop, which keeps only the per-step chain
+        through ``h`` and ``c``; the weight gradients are one GEMM each after it."""
+        if reverse:
+            x, dy = x[::-1], dy[::-1]
+        acts, hs, cs, tcs, passes = s["acts"], s["hs"], s["cs"], s["tcs"], s["passes"]
+        steps, batch = dy.shape[:2]
+        hidden = self.state_size
+        i, f, g, o = acts[:, :, 0], acts[:, :, 1], acts[:, :, 2], acts[:, :, 3]
+        # d pre / d c for the i, f, g gates, and d pre / d h for the o gate
+        factors = xp.empty((steps, batch, 3, hidden), dtype=acts.dtype)
+        xp.multiply(g, i * (1 - i), out=factors[:, :, 0])
+        xp.multiply(cs[:-1], f * (1 - f), out=factors[:, :, 1])
+        xp.multiply(i, 1 - g * g, out=factors[:, :, 2])
+        out_factor = tcs * o * (1 - o)
+        cell_factor = o * (1 - tcs * tcs)  # d c / d h through h = o tanh(c)
+        dpre = xp.empty((steps, batch, 4, hidden), dtype=acts.dtype)
+        wh = w["h2h_weight"]
+        for t in range(steps - 1, -1, -1):  # backward through time
+            dh = dh + dy[t]
+            dc = dc + dh * cell_factor[t]
+            if passes is not None:
+                dc = dc * passes[t]
+            xp.multiply(factors[t], dc[:, None, :], out=dpre[t, :, :3])
+            xp.multiply(dh, out_factor[t], out=dpre[t, :, 3])
+            dc = dc * f[t]
+            dh = dpre[t].reshape(batch, 4 * hidden) @ wh
+        flat = dpre.reshape(steps * batch, 4 * hidden)
+        bias = flat.sum(axis=0)
+        grads = {"i2h_weight": flat.T @ x.reshape(steps * batch, -1),
+                 "h2h_weight": flat.T @ hs[:-1].reshape(steps * batch, hidden),
+                 "i2h_bias": bias, "h2h_bias": bias}
+        dx = (flat @ w["i2h_weight"]).reshape(steps, batch, -1)
+        return (dx[::-1] if reverse else dx), dh, dc, grads
 
     def forward(self, xp, inputs, aux, is_train):
         x, flat, h0 = inputs[0], inputs[1], inputs[2]
@@ -214,8 +283,12 @@ class RNN(Op):
             outs, saves = [], []
             for d in range(dirs):
                 k = layer * dirs + d
-                out, h, c, saved = self._run_direction(
-                    xp, layer_in, weights[k], h0[k], None if c0 is None else c0[k], d == 1)
+                if self._lstm:
+                    out, h, c, saved = self._lstm_direction(xp, layer_in, weights[k], h0[k],
+                                                            c0[k], d == 1)
+                else:
+                    out, h, c, saved = self._run_direction(xp, layer_in, weights[k], h0[k],
+                                                           d == 1)
                 outs.append(out)
                 saves.append(saved)
                 hy.append(h)
@@ -241,7 +314,8 @@ class RNN(Op):
 
     # --- backward ------------------------------------------------------------------------
     def _back_direction(self, xp, w, s, x, dy, dh, dc, reverse):
-        """Gradients of one cell over the sequence: input, initial states and parameters."""
+        """Gradients of one vanilla or GRU cell over the sequence: input, initial state and
+        parameters (LSTM: :meth:`_lstm_back_direction`)."""
         steps = dy.shape[0]
         acts, h_prev = s["acts"], s["h_prev"]
         dpre_x = xp.empty_like(acts)  # gradient of the input term W x + b per step
@@ -255,16 +329,6 @@ class RNN(Op):
                 dpre_x[t] = dpre_h[t] = dh * (a > 0)
             elif self.mode == "rnn_tanh":
                 dpre_x[t] = dpre_h[t] = dh * (1 - a * a)
-            elif self._lstm:
-                i, f, g, o = xp.split(a, 4, axis=1)
-                tc = xp.tanh(s["cells"][t])
-                dc = dc + dh * o * (1 - tc * tc)
-                if s["passes"] is not None:
-                    dc = dc * s["passes"][t]
-                dpre_x[t] = dpre_h[t] = xp.concatenate(
-                    [dc * g * i * (1 - i), dc * s["c_prev"][t] * f * (1 - f),
-                     dc * i * (1 - g * g), dh * tc * o * (1 - o)], axis=1)
-                dc = dc * f
             else:
                 r, z, n = xp.split(a, 3, axis=1)
                 dn = dh * (1 - z) * (1 - n * n)
@@ -301,9 +365,9 @@ class RNN(Op):
             for d in range(dirs):
                 k = layer * dirs + d
                 part = dy[:, :, d * hidden:(d + 1) * hidden]
-                gx, dh, dc, grads = self._back_direction(
-                    xp, weights[k], info["dirs"][d], info["input"], part, dhy[k], dcy[k],
-                    d == 1)
+                back = self._lstm_back_direction if self._lstm else self._back_direction
+                gx, dh, dc, grads = back(xp, weights[k], info["dirs"][d], info["input"], part,
+                                         dhy[k], dcy[k], d == 1)
                 dx = gx if dx is None else dx + gx
                 dh0[k] = dh
                 dc0[k] = dc

@@ -14,6 +14,12 @@ class _Reduce(Op):
 
     def reduced_axes(self, ndim: int) -> tuple[int, ...]:
         """The axes reduced for a ``ndim``-d input: ``axis`` (or the others if ``exclude``)."""
+        cache = self.__dict__.setdefault("_axes_by_ndim", {})  # forward and backward ask often
+        if ndim not in cache:
+            cache[ndim] = self._reduced_axes(ndim)
+        return cache[ndim]
+
+    def _reduced_axes(self, ndim: int) -> tuple[int, ...]:
         if not self.axis:
             return tuple(range(ndim))
         axes = [norm_axis(a, ndim) for a in self.axis]
@@ -79,6 +85,8 @@ class Mean(_Reduce):
     name = "mean"
 
     def reduce(self, xp, x, axes):
+        if x.dtype.kind == "f" and x.dtype.itemsize >= 4:  # what mean does, minus its checks
+            return x.sum(axis=axes) / x.dtype.type(math.prod(x.shape[i] for i in axes))
         return x.mean(axis=axes)
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):

@@ -1,0 +1,67 @@
+"""Depthwise convolution in both working layouts (channels first and channels last)."""
+import numpy as np
+import pytest
+
+import raymod.ops.nn.convolution as conv_module
+from raymod.ops.nn import _depthwise
+from raymod.test_utils import check_forward, check_gradient, op_symbol
+
+
+def reference_depthwise(x, w, b, stride, pad, dilate):
+    """``y[n, c, o] = sum_k w[c, 0, k] * xpad[n, c, o * stride + k * dilate]``, one loop."""
+    k = w.shape[2:]
+    xpad = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad])
+    out = [(n - d * (kk - 1) - 1) // s + 1
+           for n, kk, s, d in zip(xpad.shape[2:], k, stride, dilate)]
+    y = np.zeros(x.shape[:2] + tuple(out))
+    for pos in np.ndindex(*out):
+        for off in np.ndindex(*k):
+            src = tuple(o * s + kk * d for o, kk, s, d in zip(pos, off, stride, dilate))
+            y[(slice(None), slice(None)) + pos] += xpad[(slice(None), slice(None)) + src] * \
+                w[(slice(None), 0) + off]
+    return y if b is None else y + b.reshape((1, -1) + (1,) * len(k))
+
+CASES = [  # data shape, kernel, stride, pad, dilate, no_bias
+    ((2, 3, 7, 6), (3, 3), (1, 1), (1, 1), (1, 1), False),
+    ((2, 5, 4, 4), (3, 3), (2, 2), (1, 1), (1, 1), True),  # MobileNet-like: more channels
+    ((2, 4, 9, 8), (3, 2), (2, 1), (1, 0), (1, 2), True),
+    ((2, 3, 11), (3,), (2,), (2,), (2,), False),
+    ((1, 2, 4, 5, 4), (2, 3, 2), (1, 2, 1), (1, 0, 1), (1, 1, 1), True),
+]
+
+
+@pytest.mark.parametrize("last", [False, True], ids=["channels_first", "channels_last"])
+@pytest.mark.parametrize("shape,kernel,stride,pad,dilate,no_bias", CASES)
+def test_depthwise_layouts(ctx, rng, monkeypatch, last, shape, kernel, stride, pad, dilate,
+                           no_bias):
+    monkeypatch.setattr(conv_module, "DEPTHWISE_MIN_POSITIONS", 0)
+    monkeypatch.setattr(_depthwise, "channels_last", lambda channels, out: last)
+    c = shape[1]
+    names = ["data", "weight"] + ([] if no_bias else ["bias"])
+    sym = op_symbol("Convolution", names, kernel=kernel, stride=stride, pad=pad, dilate=dilate,
+                    num_filter=c, num_group=c, no_bias=no_bias)
+    inputs = {"data": rng.standard_normal(shape), "weight": rng.standard_normal((c, 1) + kernel)}
+    if not no_bias:
+        inputs["bias"] = rng.standard_normal(c)
+    check_forward(sym, inputs, lambda data, weight, bias=None: reference_depthwise(
+        data, weight, bias, stride, pad, dilate), ctx)
+    check_gradient(sym, inputs, ctx)
+
+
+def test_depthwise_layout_choice():
+    """Channels last once there are at least twice as many channels as output columns."""
+    assert _depthwise.channels_last(128, (4, 4)) and _depthwise.channels_last(32, (16, 16))
+    assert not _depthwise.channels_last(16, (16, 16)) and not _depthwise.channels_last(8, (32, 32))
+
+
+def test_depthwise_float32_outputs_are_contiguous(rng):
+    x = rng.standard_normal((2, 6, 4, 4)).astype(np.float32)
+    w = rng.standard_normal((6, 1, 3, 3)).astype(np.float32)
+    y = _depthwise.forward(np, x, w, (4, 4), (3, 3), (1, 1), (1, 1), (1, 1))
+    gx, gw = _depthwise.backward(np, np.ones_like(y), x, w, (3, 3), (1, 1), (1, 1), (1, 1),
+                                 True, True)
+    assert y.dtype == gx.dtype == gw.dtype == np.float32
+    assert y.flags.c_contiguous and gx.flags.c_contiguous
+    ref = reference_depthwise(x.astype(np.float64), w.astype(np.float64), None, (1, 1), (1, 1),
+                              (1, 1))
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
