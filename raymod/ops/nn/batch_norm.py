@@ -86,9 +86,14 @@ class BatchNorm(Op):
         red = tuple(i for i in range(x.ndim) if i != axis)
         xc = x.astype(gamma.dtype, copy=False)  # float16 data: compute in float32
         batch_stats = is_train and not self.use_global_stats
+        shape = self._stat_shape(x)
         if batch_stats:
-            mean = xc.mean(axis=red)
-            var = xc.var(axis=red)
+            # sums, not mean()/var(): those re-derive the axes and take the mean twice, which
+            # dominates at small batches; the centred data is reused for the output
+            n = x.size // x.shape[axis]
+            mean = xc.sum(axis=red) / n
+            y = xc - mean.reshape(shape)
+            var = (y * y).sum(axis=red) / n
             m = self.momentum
             moving_mean *= m
             moving_mean += (1 - m) * mean
@@ -96,10 +101,11 @@ class BatchNorm(Op):
             moving_var += (1 - m) * var
         else:
             mean, var = moving_mean.copy(), moving_var
+            y = xc - mean.reshape(shape)
         inv_std = 1 / xp.sqrt(var + self.eps)
-        shape = self._stat_shape(x)
         scale = inv_std if self.fix_gamma else gamma * inv_std
-        y = (xc - mean.reshape(shape)) * scale.reshape(shape) + beta.reshape(shape)
+        y *= scale.reshape(shape)  # y is a fresh array: scaled and shifted in place
+        y += beta.reshape(shape)
         return [y.astype(x.dtype, copy=False), mean, inv_std], (mean, inv_std, batch_stats)
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
@@ -121,9 +127,12 @@ class BatchNorm(Op):
         gx = None
         if need_grad[0]:
             scale = (inv_std if self.fix_gamma else gamma * inv_std).reshape(shape)
-            if batch_stats:
+            if batch_stats:  # (g - mean(g) - xhat * mean(g * xhat)) * scale, in place
                 n = x.size // x.shape[axis]
-                gx = (g - (gbeta / n).reshape(shape) - xhat * (ggamma / n).reshape(shape)) * scale
+                gx = xhat * (ggamma / n).reshape(shape)
+                xp.subtract(g, gx, out=gx)
+                gx -= (gbeta / n).reshape(shape)
+                gx *= scale
             else:  # moving statistics are constants
                 gx = g * scale
             gx = gx.astype(x.dtype, copy=False)
