@@ -18,6 +18,13 @@ DEPTHWISE_MIN_POSITIONS = 1024
 # slower than im2col, at 16x16 maps with 64+ channels about 1.5x faster).
 WINOGRAD_MIN_TILES = 64
 WINOGRAD_MIN_CHANNELS = 16
+# With Winograd in backward only, forward keeps im2col's columns for the weight gradient and
+# the gradients must build the input transform themselves: that pays from larger layers
+# (measured, numpy, one thread, at load 7-10 so +-20%: forward + backward 0.73x im2col's at
+# 841 tiles of 256 channels and at 13225 tiles of 64, 0.92-0.99x at 392 tiles of 64-128,
+# 1.05x at 98 tiles, 1.27x at 10952 tiles of 32 channels).
+WINOGRAD_BACKWARD_MIN_TILES = 512
+WINOGRAD_BACKWARD_MIN_CHANNELS = 64
 # Where Winograd runs: "backward" (the default) for both gradients only, "1" for forward
 # too, "0" nowhere. Per layer its float32 error is within 2x of im2col's (2-4e-7 relative to
 # float64 for outputs and both gradients on fcn32s's layers). But a forward pass with other
@@ -96,10 +103,15 @@ class Convolution(Op):
         """Whether this layer's forward (or gradients) run as Winograd F(2x2, 3x3) (see
         :mod:`._winograd` and ``WINOGRAD``)."""
         tiles = x_shape[0] * math.ceil(out[0] / 2) * math.ceil(out[1] / 2) if len(out) == 2 else 0
-        mode = ("1",) if forward else ("1", "backward")
-        return (WINOGRAD in mode and self.kernel_ == (3, 3) and self.stride_ == (1, 1)
-                and self.dilate_ == (1, 1) and self.num_group == 1 and tiles >= WINOGRAD_MIN_TILES
-                and min(x_shape[1], self.num_filter) >= WINOGRAD_MIN_CHANNELS)
+        if WINOGRAD == "1":
+            least_tiles, least_channels = WINOGRAD_MIN_TILES, WINOGRAD_MIN_CHANNELS
+        elif WINOGRAD == "backward" and not forward:
+            least_tiles, least_channels = WINOGRAD_BACKWARD_MIN_TILES, WINOGRAD_BACKWARD_MIN_CHANNELS
+        else:
+            return False
+        return (self.kernel_ == (3, 3) and self.stride_ == (1, 1) and self.dilate_ == (1, 1)
+                and self.num_group == 1 and tiles >= least_tiles
+                and min(x_shape[1], self.num_filter) >= least_channels)
 
     def _depthwise(self, x_shape) -> bool:
         """Whether this layer runs as depthwise (one filter per channel, see
