@@ -78,13 +78,20 @@ WINOGRAD_CASES = [  # data shape, pad, num_filter, no_bias: odd and even outputs
 ]
 
 
+def lower_winograd_thresholds(monkeypatch):
+    for name in ("WINOGRAD_MIN_TILES", "WINOGRAD_MIN_CHANNELS", "WINOGRAD_BACKWARD_MIN_TILES",
+                 "WINOGRAD_BACKWARD_MIN_CHANNELS"):
+        monkeypatch.setattr(conv_module, name, 0)
+
+
+@pytest.mark.parametrize("mode", ["1", "backward"])
 @pytest.mark.parametrize("shape,pad,nf,no_bias", WINOGRAD_CASES)
-def test_convolution_winograd(ctx, rng, monkeypatch, shape, pad, nf, no_bias):
+def test_convolution_winograd(ctx, rng, monkeypatch, shape, pad, nf, no_bias, mode):
     """Stride-1 3x3 layers run as Winograd F(2x2, 3x3) (thresholds lowered so small shapes
-    take that path): forward against the direct loop, both gradients numerically."""
-    monkeypatch.setattr(conv_module, "WINOGRAD", True)
-    monkeypatch.setattr(conv_module, "WINOGRAD_MIN_TILES", 0)
-    monkeypatch.setattr(conv_module, "WINOGRAD_MIN_CHANNELS", 0)
+    take that path), in forward and backward or (the default) backward only: forward
+    against the direct loop, both gradients numerically."""
+    monkeypatch.setattr(conv_module, "WINOGRAD", mode)
+    lower_winograd_thresholds(monkeypatch)
     calls = []
     original = conv_module._winograd.transform_input
     monkeypatch.setattr(conv_module._winograd, "transform_input",
@@ -105,14 +112,13 @@ def test_convolution_winograd(ctx, rng, monkeypatch, shape, pad, nf, no_bias):
 def test_convolution_winograd_float32(rng, monkeypatch):
     """float32 Winograd stays within float32 rounding of the float64 direct convolution,
     for the data and weight gradients too (written out as correlations of the output grad)."""
-    monkeypatch.setattr(conv_module, "WINOGRAD", True)
-    monkeypatch.setattr(conv_module, "WINOGRAD_MIN_TILES", 0)
-    monkeypatch.setattr(conv_module, "WINOGRAD_MIN_CHANNELS", 0)
+    monkeypatch.setattr(conv_module, "WINOGRAD", "1")
+    lower_winograd_thresholds(monkeypatch)
     x, w = rng.standard_normal((2, 8, 9, 10)), rng.standard_normal((6, 8, 3, 3))
     gy = rng.standard_normal((2, 6, 9, 10))
     op = conv_module.Convolution(kernel=(3, 3), pad=(1, 1), num_filter=6, no_bias=True)
     op.check()
-    assert op._winograd(x.shape, (9, 10))
+    assert op._winograd(x.shape, (9, 10), forward=True)
     x32, w32 = x.astype(np.float32), w.astype(np.float32)
     (y,), saved = op.forward(np, [x32, w32], [], True)
     dx, dw = op.backward(np, [gy.astype(np.float32)], [x32, w32], [y], saved, [True, True])
@@ -125,6 +131,69 @@ def test_convolution_winograd_float32(rng, monkeypatch):
     for ours, want in [(y, ref), (dw, dw_ref), (dx, dx_ref)]:
         assert ours.dtype == np.float32
         np.testing.assert_allclose(ours, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_convolution_default_winograd_leaves_forward_to_im2col(rng, monkeypatch):
+    """By default Winograd runs only in backward: forward is bit for bit the im2col one (the
+    last bits of a forward pass decide downstream ReLUs and max-pool picks), while the
+    gradients take Winograd and match the written-out formulas."""
+    lower_winograd_thresholds(monkeypatch)
+    op = conv_module.Convolution(kernel=(3, 3), pad=(1, 1), num_filter=16, no_bias=True)
+    op.check()
+    x = rng.standard_normal((2, 16, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    forwards = {}
+    for mode in ("0", "1", "backward"):
+        monkeypatch.setattr(conv_module, "WINOGRAD", mode)
+        forwards[mode] = op.forward(np, [x, w], [], False)[0][0]
+    assert not np.array_equal(forwards["1"], forwards["0"])  # Winograd rounds otherwise
+    assert np.array_equal(forwards["backward"], forwards["0"])
+    assert op._winograd(x.shape, (12, 12), forward=False)
+    calls = []
+    original = conv_module._winograd.transform_input
+    monkeypatch.setattr(conv_module._winograd, "transform_input",
+                        lambda *a: calls.append(1) or original(*a))
+    (y,), saved = op.forward(np, [x, w], [], True)
+    assert not calls
+    gy = rng.standard_normal(y.shape)
+    dx, dw = op.backward(np, [gy.astype(np.float32)], [x, w], [y], saved, [True, True])
+    assert calls, "the gradients did not take Winograd"
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    xpad = np.pad(x64, [(0, 0), (0, 0), (1, 1), (1, 1)])
+    dw_ref = np.stack([np.stack([np.einsum("nfhw,nchw->fc", gy, xpad[:, :, i:i + 12, j:j + 12])
+                                 for j in range(3)], -1) for i in range(3)], -2)
+    dx_ref = reference_conv(gy, np.flip(w64, (2, 3)).swapaxes(0, 1), None, (1, 1), (1, 1),
+                            (1, 1), 1)
+    for ours, want in [(dw, dw_ref), (dx, dx_ref)]:
+        np.testing.assert_allclose(ours, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_default_winograd_thresholds(monkeypatch):
+    """Backward-only Winograd takes large 3x3 layers (VGG-16's in fcn8s) and leaves small
+    maps and few channels to im2col."""
+    monkeypatch.setattr(conv_module, "WINOGRAD", "backward")
+    op = conv_module.Convolution(kernel=(3, 3), pad=(1, 1), num_filter=256)
+    op.check()
+    assert op._winograd((1, 256, 57, 57), (57, 57), forward=False)
+    assert not op._winograd((1, 256, 57, 57), (57, 57), forward=True)
+    assert not op._winograd((2, 256, 14, 14), (14, 14), forward=False)  # 98 tiles
+    thin = conv_module.Convolution(kernel=(3, 3), pad=(1, 1), num_filter=32)
+    thin.check()
+    assert not thin._winograd((2, 32, 147, 147), (147, 147), forward=False)
+
+
+def test_convolution_winograd_switch_default_and_unknown_values():
+    import os
+    import subprocess
+    import sys
+    code = "import raymod.ops.nn.convolution as c; print(c.WINOGRAD)"
+    env = {k: v for k, v in os.environ.items() if k != "RAYMOD_CONV_WINOGRAD"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "backward", run.stderr
+    run = subprocess.run([sys.executable, "-c", code], env={**env, "RAYMOD_CONV_WINOGRAD": "yes"},
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "RAYMOD_CONV_WINOGRAD='yes'" in run.stderr
 
 
 def test_convolution_float32_and_shapes(rng):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 from ..base import Op, Param
+from . import _skinny_gemm
 
 
 class FullyConnected(Op):
@@ -53,7 +54,7 @@ class FullyConnected(Op):
     def forward(self, xp, inputs, aux, is_train):
         data, weight = inputs[0], inputs[1]
         x = data.reshape(data.shape[0], -1) if self.flatten else data
-        y = x @ weight.T
+        y = _skinny_gemm.forward(xp, x, weight) if x.ndim == 2 else x @ weight.T
         if not self.no_bias:
             y += inputs[2]
         return [y], None
@@ -69,9 +70,9 @@ class FullyConnected(Op):
             gy2, x2 = gy, x
         grads = [None, None, None][:len(inputs)]
         if need_grad[0]:
-            grads[0] = (gy2 @ weight).reshape(data.shape)
+            grads[0] = _skinny_gemm.data_grad(xp, gy2, weight).reshape(data.shape)
         if need_grad[1]:
-            grads[1] = xp.matmul(gy2.T, x2, out=out[1])
+            grads[1] = _skinny_gemm.weight_grad(xp, gy2, x2, out=out[1])
         if not self.no_bias and need_grad[2]:
             grads[2] = gy2.sum(axis=0, out=out[2])
         return grads
