@@ -200,8 +200,8 @@ class WorkerPool(NodeDrains):
                 moments.reached("worker.joining", pool=self, rank=rank, handle=handle)
             self._replay_setup(handle, rank, deadline)
             if not spare:
-                waits.get(handle.set_local_state.remote(self._peer_state()), deadline,
-                          f"worker {rank} set-up (set_local_state)")
+                self._take_place(handle, rank, info, deadline, t0)
+                return rank
         except ServerLost:
             # its set-up met a lost server: the caller's recovery restores the servers
             # (recording their new handles for joiners); it joins at a boundary after that
@@ -214,13 +214,19 @@ class WorkerPool(NodeDrains):
             self._reap(handle, rank, locals().get("info"))
             self._replace = True
             return None
-        if spare:  # set up now, while nothing waits on it; it joins when a worker is lost
-            self.spares[rank] = (handle, info, self._setup_version)
-            self._event("spare", rank, setup_s=time.perf_counter() - t0, pid=info["pid"])
-            return None
+        # a spare: set up now, while nothing waits on it; it joins when a worker is lost
+        self.spares[rank] = (handle, info, self._setup_version)
+        self._event("spare", rank, setup_s=time.perf_counter() - t0, pid=info["pid"])
+        return None
+
+    def _take_place(self, handle: Any, rank: int, info: dict, deadline: float, t0: float,
+                    **extra: Any) -> None:
+        """A set-up actor joins: it copies a live worker's local state and counts as live
+        from now on (the "join" event)."""
+        waits.get(handle.set_local_state.remote(self._peer_state()), deadline,
+                  f"worker {rank} set-up (set_local_state)")
         self.workers[rank], self.info[rank] = handle, info
-        self._event("join", rank, setup_s=time.perf_counter() - t0, pid=info["pid"])
-        return rank
+        self._event("join", rank, setup_s=time.perf_counter() - t0, pid=info["pid"], **extra)
 
     def _replay_setup(self, handle: Any, rank: int, deadline: float, since: int = 0) -> None:
         """Make on ``handle`` the recorded set-up calls newer than version ``since``."""
@@ -242,8 +248,7 @@ class WorkerPool(NodeDrains):
             moments.reached("worker.joining", pool=self, rank=rank, handle=handle)
             try:
                 self._replay_setup(handle, rank, deadline, since=version)
-                waits.get(handle.set_local_state.remote(self._peer_state()), deadline,
-                          f"worker {rank} set-up (set_local_state)")
+                self._take_place(handle, rank, info, deadline, t0, spare=True)
             except ServerLost:
                 self.spares[rank] = (handle, info, version)  # it joins after the recovery
                 raise
@@ -251,9 +256,6 @@ class WorkerPool(NodeDrains):
                 self._event("start_failed", rank, error=str(err).splitlines()[0])
                 self._reap(handle, rank, info)
                 continue
-            self.workers[rank], self.info[rank] = handle, info
-            self._event("join", rank, setup_s=time.perf_counter() - t0, pid=info["pid"],
-                        spare=True)
             joined.append(rank)
             self._replace = True  # start the spare that takes its place
         return joined

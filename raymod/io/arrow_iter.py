@@ -7,6 +7,7 @@ scalar column gives a ``(batch,)`` array, a fixed-size-list column (nested lists
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
@@ -33,7 +34,6 @@ def _format_of(path: str) -> str | None:
 def _is_dataset(source: Any) -> bool:
     """Whether ``source`` is a ``pyarrow.dataset.Dataset``, without importing that module
     (it pulls in pandas: a third of every worker process's start) unless one could be."""
-    import sys
     module = sys.modules.get("pyarrow.dataset")
     return module is not None and isinstance(source, module.Dataset)
 

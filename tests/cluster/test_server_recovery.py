@@ -10,6 +10,7 @@ import raymod as rm
 import raymod.model
 from raymod.cluster import moments
 
+from actors import wait_until_dead
 from nets import argmax_rows, mlp
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
@@ -21,11 +22,14 @@ def data():
     return argmax_rows(STEPS_PER_EPOCH)
 
 
-def fit(close, workers=2, epochs=2, kvstore="dist_sync", on_batch=None):
+def fit(close, workers=2, epochs=2, kvstore="dist_sync", on_batch=None,
+        steps=STEPS_PER_EPOCH):
+    """``epochs`` of ``steps`` batches, on ``workers`` (None: in this process)."""
     rm.random.seed(1)
     mod = rm.mod.Module(mlp(), workers=workers)
-    close(mod)
-    mod.fit(data(), num_epoch=epochs, kvstore=kvstore, batch_end_callback=on_batch,
+    if workers is not None:
+        close(mod)
+    mod.fit(argmax_rows(steps), num_epoch=epochs, kvstore=kvstore, batch_end_callback=on_batch,
             optimizer_params={"learning_rate": 0.1, "momentum": 0.9},
             initializer=rm.init.Xavier())
     return mod, {k: v.copy() for k, v in mod.get_params()[0].items()}
@@ -152,18 +156,7 @@ def test_restore_replays_no_step_beyond_the_live_shards(close_modules):
     only the steps a live shard finished are replayed one by one; the rest of the window
     runs as windows again. The run ends where the run in one process ends."""
     steps, window = 30, 12
-
-    def run(workers, kvstore=None):
-        rm.random.seed(1)
-        mod = rm.mod.Module(mlp(), workers=workers)
-        if workers is not None:
-            close_modules(mod)
-        mod.fit(argmax_rows(steps), num_epoch=2, kvstore=kvstore,
-                optimizer_params={"learning_rate": 0.1, "momentum": 0.9},
-                initializer=rm.init.Xavier())
-        return mod, mod.get_params()[0]
-
-    _, want = run(None)
+    _, want = fit(close_modules, None, kvstore=None, steps=steps)
     kv = rm.kv.DistKVStore("dist_sync", num_servers=2)  # as the README spells it
     launched = []
 
@@ -173,12 +166,11 @@ def test_restore_replays_no_step_beyond_the_live_shards(close_modules):
         launched.append(context["steps"])
         if len(launched) == 2:  # kill shard 1 as the second window starts; wait for its end
             ray.kill(kv.servers[1], no_restart=True)
-            with pytest.raises(ray.exceptions.RayActorError):
-                ray.get(kv.servers[1].ping.remote(), timeout=30)
+            wait_until_dead(kv.servers[1])
 
     previous = moments.listen(on_moment)
     try:
-        mod, got = run(rm.Workers(2, run_ahead=window), kv)
+        mod, got = fit(close_modules, rm.Workers(2, run_ahead=window), kvstore=kv, steps=steps)
     finally:
         moments.listen(previous)
         kv.close()

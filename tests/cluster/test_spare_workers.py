@@ -9,6 +9,7 @@ import ray
 
 import raymod as rm
 
+from actors import wait_until_dead
 from nets import argmax_rows, mlp
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
@@ -89,12 +90,8 @@ def test_spares_are_stopped_with_the_module(close_modules):
     handles = [h for h, _, _ in pool.spares.values()]
     assert len(pool) == 1  # spares take no slices
     pool.shutdown()
-    for handle in handles:  # ray.kill is asynchronous: a call just after it may still answer
-        deadline = time.monotonic() + SPARE_SECONDS
-        with pytest.raises(ray.exceptions.RayActorError):
-            while time.monotonic() < deadline:
-                ray.get(handle.ping.remote(), timeout=30)
-                time.sleep(0.1)
+    for handle in handles:
+        wait_until_dead(handle)
 
 
 @pytest.mark.parametrize("spares", [-1, True, 1.5])
