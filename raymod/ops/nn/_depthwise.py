@@ -57,11 +57,10 @@ def _padded_zeros(xp, shape, pad, dtype, last: bool):
 
 def _padded(xp, x, pad, last: bool):
     """``x`` zero-padded, in the working layout (a fresh array, or ``x`` itself)."""
-    if not last:
-        return constant_pad(xp, x, [(0, 0), (0, 0)] + [(p, p) for p in pad]) if any(pad) else x
-    out = _padded_zeros(xp, x.shape, pad, x.dtype, last)
-    out[_interior(x.shape, pad, last)] = _spatial_first(x)
-    return out
+    spatial = [(p, p) for p in pad]
+    if last:  # the copy into the padded array also makes the channels-last layout
+        return constant_pad(xp, _spatial_first(x), [(0, 0)] + spatial + [(0, 0)])
+    return constant_pad(xp, x, [(0, 0), (0, 0)] + spatial) if any(pad) else x
 
 
 def forward(xp, x, w, out, kernel, stride, dilate, pad):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ... import random as rm_random
 from ...base import AttributeValueError, ShapeError
-from ..base import Op, Param, known, merge_shape
+from ..base import Op, Param, merge_shape
 
 _GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
 
