@@ -15,6 +15,7 @@ import numpy as np
 from .array_view import plain, show
 from .base import MXNetError, names_list
 from .context import Context
+from .host_memory import keep_freed_memory
 from .ops.base import Op, known
 from .symbol.infer import shape_values, type_values
 from .symbol.symbol import Symbol
@@ -207,6 +208,8 @@ class Executor:
         self._symbol = symbol
         self._ctx = ctx
         self._xp = ctx.xp
+        if self._xp is np:  # steps reuse their freed blocks instead of faulting pages back in
+            keep_freed_memory()
         self._grad_req = grad_req
         self.plan = plan
         self._arg_names = symbol.list_arguments()
