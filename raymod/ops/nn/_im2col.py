@@ -17,6 +17,9 @@ from ..base import Param
 from ..padding import constant_pad
 
 LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
+# where times_transposed swaps its product (see there)
+TRANSPOSED_PRODUCT_MAX = 1 << 15
+TRANSPOSED_PRODUCT_MIN_K = 64
 
 CONV_PARAMS = {
     "kernel": Param("shape", doc="kernel size: (w,), (h, w) or (d, h, w)"),
@@ -198,6 +201,21 @@ def batch_major(xp, y, n: int, spatial: tuple, last: bool):
 def grouped(w, groups: int):
     """A weight ``(A, B, *kernel)`` as the matrix stack ``(groups, A/groups, B*prod(kernel))``."""
     return w.reshape(groups, w.shape[0] // groups, -1)
+
+
+def times_transposed(xp, a, b):
+    """``a @ b^T`` for matrix stacks ``(G, M, K)`` and ``(G, N, K)`` (a weight gradient: K is
+    the batch-times-positions axis).
+
+    With a small result and a long K it is computed as ``(b @ a^T)^T``, the larger matrix
+    first: OpenBLAS runs that 1.2-1.9x faster when ``M < N`` (measured, one thread: 0.57x the
+    time at M=16, N=144, K=392; 0.84x at 32 x 800 x 98). The transpose copy of the result
+    costs more than that saves once the result is large or K short (1.5x at 64 x 576 x 32).
+    """
+    m, n, k = a.shape[1], b.shape[1], a.shape[2]
+    if m < n and m * n <= TRANSPOSED_PRODUCT_MAX and k >= TRANSPOSED_PRODUCT_MIN_K:
+        return xp.ascontiguousarray(xp.matmul(b, a.swapaxes(1, 2)).swapaxes(1, 2))
+    return xp.matmul(a, b.swapaxes(1, 2))
 
 
 def cols_size(c: int, kernel: tuple, n: int, out: tuple) -> int:

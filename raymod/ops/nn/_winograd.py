@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 
+from ._im2col import times_transposed
+
 
 def _tiles(out: tuple) -> tuple[int, int]:
     return math.ceil(out[0] / 2), math.ceil(out[1] / 2)
@@ -130,7 +132,7 @@ def _filter_adjoint(xp, m, dst):
 def weight_grad(xp, gt, d, shape):
     """``G^T [sum over tiles gt . d] G``: the (F, C, 3, 3) weight gradient."""
     f, c = shape[:2]
-    m = xp.matmul(gt, d.swapaxes(1, 2)).reshape(4, 4, f, c)  # (16, F, C) products
+    m = times_transposed(xp, gt, d).reshape(4, 4, f, c)  # (16, F, C) products
     rows = xp.empty((3, 4, f, c), dtype=m.dtype)
     _filter_adjoint(xp, m, rows)
     out = xp.empty((f, c, 3, 3), dtype=m.dtype)

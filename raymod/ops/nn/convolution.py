@@ -8,7 +8,8 @@ from ...base import AttributeValueError
 from ..base import Op
 from ._im2col import (CONV_PARAMS, batch_last, batch_major, channel_major, check_conv_attrs,
                       col2im, cols_size, conv_out_size, data_batch_channels,
-                      data_grad_as_conv, grouped, im2col, transposed_pad)
+                      data_grad_as_conv, grouped, im2col, times_transposed,
+                      transposed_pad)
 from . import _depthwise, _winograd
 
 # Depthwise layers with fewer output positions (batch times map) use the grouped GEMM.
@@ -183,7 +184,7 @@ class Convolution(Op):
                 cols = im2col(xp, x, gy.shape[2:], self.kernel_, self.stride_, self.dilate_,
                               self.pad_, last)
             cols = cols.reshape(g, -1, gyt.shape[-1])
-            grads[1] = xp.matmul(gyt, cols.swapaxes(1, 2)).reshape(w.shape)
+            grads[1] = times_transposed(xp, gyt, cols).reshape(w.shape)
         full_pad = transposed_pad(self.kernel_, self.stride_, self.dilate_, self.pad_)
         # as a convolution it copies F*K*N*L columns of the output gradient and the flipped
         # weight (F*C*K) instead of scatter-adding C*K*N*L: worth it when filters are no more

@@ -4,7 +4,8 @@ from __future__ import annotations
 from ...base import AttributeValueError, ShapeError
 from ..base import Op, Param
 from ._im2col import (CONV_PARAMS, batch_last, batch_major, channel_major, check_conv_attrs,
-                      col2im, data_batch_channels, grouped, im2col, spatial_attr)
+                      col2im, data_batch_channels, grouped, im2col, spatial_attr,
+                      times_transposed)
 
 
 _OWN_PARAMS = {"adj": Param("shape", (), doc="extra output length at the end"),
@@ -123,5 +124,5 @@ class Deconvolution(Op):
             grads[0] = batch_major(xp, xp.matmul(grouped(w, g), cols), n, x.shape[2:], last)
         if need_grad[1]:
             xt = channel_major(xp, x, g, last)
-            grads[1] = xp.matmul(xt, cols.swapaxes(1, 2)).reshape(w.shape)
+            grads[1] = times_transposed(xp, xt, cols).reshape(w.shape)
         return grads
