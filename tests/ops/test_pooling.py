@@ -70,6 +70,38 @@ def test_max_pooling_ties_go_to_first_maximum(ctx):
     np.testing.assert_array_equal(as_numpy(ex.grad_dict["data"])[0, 0], expected)
 
 
+def reference_max_grad(x, gy, kernel, stride, pad):
+    """Each output's gradient added to the first maximum of its window (row-major), window by
+    window, on the -inf padded input."""
+    xp_ = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in pad], constant_values=-np.inf)
+    g = np.zeros_like(xp_)
+    for n, c, *pos in np.ndindex(*gy.shape):
+        corner = [o * s for o, s in zip(pos, stride)]
+        win = xp_[(n, c) + tuple(slice(a, a + k) for a, k in zip(corner, kernel))]
+        first = np.unravel_index(np.argmax(win), kernel)
+        g[(n, c) + tuple(a + f for a, f in zip(corner, first))] += gy[(n, c, *pos)]
+    return g[(slice(None), slice(None)) + tuple(slice(p, p + d) for p, d in
+                                                zip(pad, x.shape[2:]))]
+
+
+@pytest.mark.parametrize("shape,kernel,stride,pad", [
+    ((2, 9, 3, 3), (3, 3), (1, 1), (1, 1)),     # small map, many channels: channels-last rows
+    ((2, 3, 9, 11), (3, 3), (2, 2), (0, 0)),
+    ((1, 2, 5, 4, 6), (2, 3, 2), (1, 2, 1), (1, 1, 0)),
+])
+def test_max_pooling_gradient_with_ties_in_overlapping_windows(ctx, rng, shape, kernel, stride,
+                                                               pad):
+    # after a ReLU most windows tie at zero: each gradient goes to the window's first zero
+    x = np.maximum(rng.integers(-2, 2, shape), 0).astype(np.float32)
+    ex = bind(op_symbol("Pooling", ["data"], kernel=kernel, stride=stride, pad=pad,
+                        pool_type="max"), {"data": x}, ctx)
+    ex.forward(is_train=True)
+    gy = rng.integers(1, 5, ex.outputs[0].shape).astype(np.float32)
+    ex.backward([gy])
+    np.testing.assert_array_equal(as_numpy(ex.grad_dict["data"]),
+                                  reference_max_grad(x, gy, kernel, stride, pad))
+
+
 def test_pooling_shapes_and_errors(rng):
     sym = op_symbol("Pooling", ["data"], kernel=(3, 3), stride=(2, 2), pooling_convention="full")
     assert sym.infer_shape(data=(2, 3, 6, 6))[1] == [(2, 3, 3, 3)]

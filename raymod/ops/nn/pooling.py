@@ -1,13 +1,90 @@
 """Pooling: max, average, sum and Lp pooling over 1, 2 or 3 spatial axes."""
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+
+import numpy as np
 
 from ...base import AttributeValueError, ShapeError
 from ..base import Op, Param
 from ..padding import constant_pad
 from ._im2col import LAYOUTS, check_layout, spatial_attr
+
+# Max pooling's gradient finds each window's first maximum from a bit code of its equal
+# entries, summed in float32: exact up to 24 kernel offsets; larger windows take the loop.
+MAX_CODED_WINDOW = 24
+# window matrices list small maps' output positions channels last (see _window_order)
+CHANNELS_LAST_MAX_COLUMNS = 4
+
+
+def _window_order(shape: tuple) -> tuple:
+    """The order of the ``(N, C, *out)`` axes in which window matrices list output positions:
+    channels last on maps of at most ``CHANNELS_LAST_MAX_COLUMNS`` columns, so that copies
+    run along the longer axis (numpy's strided copies pay per run: on GoogLeNet's 3x3 maps
+    of 512 channels the gradient takes 0.77x the time; from 7 columns on it gains nothing,
+    and at 15 to 56 it costs 1.1-2x, the channel stride being a whole map)."""
+    nd = len(shape)
+    if shape[-1] <= CHANNELS_LAST_MAX_COLUMNS < shape[1]:
+        return (0, *range(2, nd), 1)
+    return tuple(range(nd))
+
+
+def _window_matrix(xpad, geom, order):
+    """Every pooling window of the padded numpy ``xpad`` as one ``(K, M)`` copy: a row per
+    kernel offset in row-major order, the ``M = N*C*prod(out)`` output positions listed in
+    ``order`` (see :func:`_window_order`)."""
+    kernel, stride, _, out = geom
+    sp = xpad.strides[2:]
+    shape = xpad.shape[:2] + tuple(out)
+    strides = xpad.strides[:2] + tuple(a * s for a, s in zip(sp, stride))
+    view = np.lib.stride_tricks.as_strided(
+        xpad, tuple(kernel) + tuple(shape[i] for i in order),
+        tuple(sp) + tuple(strides[i] for i in order), writeable=False)
+    matrix = np.empty(view.shape, dtype=xpad.dtype)
+    np.copyto(matrix, view)  # reshape's copy of such a view is several times slower
+    return matrix.reshape(math.prod(kernel), -1)
+
+
+@functools.lru_cache(maxsize=256)
+def _window_targets(padded: tuple, geom: tuple, order: tuple):
+    """Flat indices into a padded ``(N, C, *spatial)`` array: each window's first element
+    (one per output position, listed in ``order``) and each kernel offset's distance from
+    it."""
+    kernel, stride, _, out = geom
+    strides = [math.prod(padded[i + 1:]) for i in range(len(padded))]
+    corner = np.arange(padded[0] * padded[1], dtype=np.int64).reshape(padded[:2]) * strides[1]
+    for n, s, st in zip(out, stride, strides[2:]):
+        corner = corner[..., None] + np.arange(n, dtype=np.int64) * s * st
+    offsets = np.zeros(1, dtype=np.int64)
+    for k, st in zip(kernel, strides[2:]):
+        offsets = (offsets[:, None] + np.arange(k, dtype=np.int64) * st).ravel()
+    # past the last offset: windows with no equal entry (a NaN maximum) send it to the first
+    return corner.transpose(order).ravel(), np.append(offsets, 0)
+
+
+def _first_max_grad(x_padded, y, gy, geom):
+    """Max pooling's gradient on the padded grid, each output's gradient sent to the first
+    maximum of its window in row-major order.
+
+    The window matrix's entries equal to their output are coded as bits (the first offset
+    highest) and summed by one product; the code's binary exponent gives the first one's
+    offset, and one ``bincount`` adds the gradients up where windows overlap. Against one
+    strided pass per kernel offset this is 1.6-2x faster on overlapping 3x3 windows
+    (measured, numpy, one thread, GoogLeNet's and ResNet's pooling layers).
+    """
+    order = _window_order(y.shape)
+    windows = _window_matrix(x_padded, geom, order)
+    k = windows.shape[0]
+    bits = np.ldexp(np.float32(1), np.arange(k - 1, -1, -1)).astype(np.float32)
+    equal = windows.reshape((k,) + tuple(y.shape[i] for i in order)) == y.transpose(order)
+    code = bits @ equal.reshape(k, -1).astype(np.float32)
+    first = k - np.frexp(code)[1]
+    corner, offsets = _window_targets(x_padded.shape, geom, order)
+    weights = gy.transpose(order).ravel()
+    grad = np.bincount(corner + offsets[first], weights=weights, minlength=x_padded.size)
+    return grad.astype(gy.dtype).reshape(x_padded.shape)
 
 
 class Pooling(Op):
@@ -189,6 +266,9 @@ class Pooling(Op):
             gy = self._lp_scale(xp, gy, y)
         if kind in ("max", "lp"):
             xpad = self._padded(xp, x, geom, -xp.inf if kind == "max" else 0)
+        overlap = any(s < k for s, k in zip(geom[1], geom[0]))
+        if xp is np and kind == "max" and overlap and math.prod(geom[0]) <= MAX_CODED_WINDOW:
+            return [self._cropped(xp, _first_max_grad(xpad, y, gy, geom), shape, geom)]
         padded = tuple(n + lo + hi for n, (lo, hi) in zip(shape[2:],
                                                            self._pad_widths(shape[2:], geom)))
         gpad = xp.zeros(tuple(shape[:2]) + padded, dtype=gy.dtype)
@@ -212,11 +292,15 @@ class Pooling(Op):
                 gpad[w] = gy
             else:
                 xp.multiply(gy, factor, out=gpad[w])
-        if gpad.shape != tuple(shape):
-            pad = geom[2]
-            gpad = xp.ascontiguousarray(gpad[(slice(None), slice(None)) + tuple(
-                slice(p, p + n) for p, n in zip(pad, shape[2:]))])
-        return [gpad]
+        return [self._cropped(xp, gpad, shape, geom)]
+
+    @staticmethod
+    def _cropped(xp, gpad, shape, geom):
+        """The gradient on the padded grid cut back to the input's ``shape``."""
+        if gpad.shape == tuple(shape):
+            return gpad
+        return xp.ascontiguousarray(gpad[(slice(None), slice(None)) + tuple(
+            slice(p, p + n) for p, n in zip(geom[2], shape[2:]))])
 
     def _global_backward(self, xp, gy, x, y, shape):
         n, c = shape[:2]
