@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+import raymod.ops.nn._im2col as im2col_module
 import raymod.ops.nn.convolution as conv_module
 from raymod.base import AttributeValueError, ShapeError
 from raymod.test_utils import check_forward, check_gradient, op_symbol
@@ -46,10 +47,20 @@ CASES = [  # data shape, kernel, stride, pad, dilate, num_filter, num_group, no_
 ]
 
 
+def use_strided_columns(monkeypatch):
+    """Make numpy's im2col / col2im take their strided paths, not the indexed ones that
+    small buffers take."""
+    monkeypatch.setattr(im2col_module, "IM2COL_TAKE_MAX", 0)
+    monkeypatch.setattr(im2col_module, "COL2IM_BINCOUNT_MAX", 0)
+
+
+@pytest.mark.parametrize("columns", ["indexed", "strided"])
 @pytest.mark.parametrize("shape,kernel,stride,pad,dilate,nf,ng,no_bias", CASES)
 def test_convolution(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, nf, ng,
-                     no_bias):
+                     no_bias, columns):
     monkeypatch.setattr(conv_module, "DEPTHWISE_MIN_POSITIONS", 0)  # small maps take it too
+    if columns == "strided":
+        use_strided_columns(monkeypatch)
     names = ["data", "weight"] + ([] if no_bias else ["bias"])
     sym = op_symbol("Convolution", names, kernel=kernel, stride=stride, pad=pad, dilate=dilate,
                     num_filter=nf, num_group=ng, no_bias=no_bias)

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+import raymod.ops.nn._im2col as im2col_module
 from raymod.base import AttributeValueError, ShapeError
 from raymod.test_utils import check_forward, check_gradient, op_symbol
 
@@ -33,9 +34,13 @@ CASES = [  # data shape, kernel, stride, pad, dilate, adj, target_shape, num_fil
 
 
 @pytest.mark.parametrize("shape,kernel,stride,pad,dilate,adj,target,nf,ng", CASES)
-@pytest.mark.parametrize("no_bias", [True, False])
-def test_deconvolution(ctx, rng, shape, kernel, stride, pad, dilate, adj, target, nf, ng,
-                       no_bias):
+@pytest.mark.parametrize("no_bias,columns", [(True, "indexed"), (False, "indexed"),
+                                             (False, "strided")])
+def test_deconvolution(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, adj, target,
+                       nf, ng, no_bias, columns):
+    if columns == "strided":  # numpy's strided im2col / col2im, not the small-buffer ones
+        monkeypatch.setattr(im2col_module, "IM2COL_TAKE_MAX", 0)
+        monkeypatch.setattr(im2col_module, "COL2IM_BINCOUNT_MAX", 0)
     names = ["data", "weight"] + ([] if no_bias else ["bias"])
     attrs = dict(kernel=kernel, stride=stride, dilate=dilate, num_filter=nf, num_group=ng,
                  no_bias=no_bias)

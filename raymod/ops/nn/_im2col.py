@@ -7,6 +7,7 @@ sample and channel.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -17,6 +18,11 @@ from ..base import Param
 from ..padding import constant_pad
 
 LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
+# col2im of numpy column buffers up to this many elements is one bincount (see col2im)
+COL2IM_BINCOUNT_MAX = 1 << 18
+# im2col of small numpy maps (batch last, see batch_last) up to this many column elements
+# is one take over the same cached indices
+IM2COL_TAKE_MAX = 1 << 18
 # where times_transposed swaps its product (see there)
 TRANSPOSED_PRODUCT_MAX = 1 << 15
 TRANSPOSED_PRODUCT_MIN_K = 64
@@ -125,16 +131,28 @@ def im2col(xp, x, out, kernel, stride, dilate, pad, last: bool):
     ``(C, *kernel, N, *out)``.
     """
     n, c = x.shape[:2]
+    grid = tuple(out) + (n,) if last else (n,) + tuple(out)
+    cols_shape = (c,) + tuple(kernel) + grid
+    if xp is np and last and math.prod(cols_shape) <= IM2COL_TAKE_MAX:
+        # one gather by cached index: the strided copy's runs would be a few elements long
+        # (3x faster at 8x8 outputs of 5x5 stride-2 kernels, 1.1x at 7x7 and 3x3 outputs;
+        # slower from runs of 28: measured, numpy, one thread)
+        targets = _column_sources(cols_shape, tuple(x.shape), tuple(kernel), tuple(stride),
+                                  tuple(dilate), tuple(pad), last)
+        flat = np.empty(x.size + 1, dtype=x.dtype)
+        flat[:-1] = x.reshape(-1)
+        flat[-1] = 0
+        return flat.take(targets).reshape(cols_shape)
     widths = [(p, p) for p in pad]
     if last:  # (C, *spatial, N), contiguous so that slices have long runs
         xt = xp.moveaxis(x, 0, -1)
         xt = constant_pad(xp, xt, [(0, 0)] + widths + [(0, 0)]) if any(pad) else \
             xp.ascontiguousarray(xt)
-        lead, tail, grid = (slice(None),), (slice(None),), tuple(out) + (n,)
+        lead, tail = (slice(None),), (slice(None),)
     else:
         xt = (constant_pad(xp, x, [(0, 0), (0, 0)] + widths) if any(pad) else x).swapaxes(0, 1)
-        lead, tail, grid = (slice(None), slice(None)), (), (n,) + tuple(out)
-    cols = xp.empty((c,) + tuple(kernel) + grid, dtype=x.dtype)
+        lead, tail = (slice(None), slice(None)), ()
+    cols = xp.empty(cols_shape, dtype=x.dtype)
     if xp is np:  # every kernel offset in one strided view, copied once
         np.copyto(cols, _windows_view(xt, kernel, out, stride, dilate, last))
         return cols
@@ -162,9 +180,49 @@ def _windows_view(xt, kernel, out, stride, dilate, last: bool):
     return np.lib.stride_tricks.as_strided(xt, shape, strides, writeable=False)
 
 
-def col2im(xp, cols, shape, kernel, stride, dilate, pad, last: bool):
-    """Scatter-add columns (laid out as :func:`im2col` makes them) into an (N, C, ...) array."""
+@functools.lru_cache(maxsize=128)
+def _column_sources(cols_shape: tuple, shape: tuple, kernel: tuple, stride: tuple,
+                    dilate: tuple, pad: tuple, last: bool) -> np.ndarray:
+    """For each element of a column buffer (laid out as :func:`im2col` makes them), the flat
+    index of the input cell it reads in an ``(N, C, *spatial)`` array, or the array's size
+    where it reads padding. im2col gathers by it and col2im adds up by it."""
     n, c, nd = shape[0], shape[1], len(kernel)
+    out = cols_shape[1 + nd:-1] if last else cols_shape[2 + nd:]
+    # axes of the buffer: C, the kernel's, then the batch after or before the output's
+    k_axes = list(range(1, 1 + nd))
+    n_axis = 1 + 2 * nd if last else 1 + nd
+    o_axes = [1 + nd + i for i in range(nd)] if last else [2 + nd + i for i in range(nd)]
+
+    def along(axis: int, values):
+        dims = [1] * len(cols_shape)
+        dims[axis] = len(values)
+        return np.asarray(values, dtype=np.int64).reshape(dims)
+
+    flat = along(n_axis, range(n)) * c + along(0, range(c))
+    valid = True
+    for a in range(nd):
+        coord = (along(o_axes[a], range(out[a])) * stride[a]
+                 + along(k_axes[a], range(kernel[a])) * dilate[a] - pad[a])
+        valid = valid & (coord >= 0) & (coord < shape[2 + a])
+        flat = flat * shape[2 + a] + coord
+    return np.where(valid, flat, math.prod(shape)).astype(np.intp).ravel()
+
+
+def col2im(xp, cols, shape, kernel, stride, dilate, pad, last: bool):
+    """Scatter-add columns (laid out as :func:`im2col` makes them) into an (N, C, ...) array.
+
+    Small numpy buffers are added up by one ``bincount`` over their cached target indices
+    (padding goes to one extra bin), straight into the ``(N, C, ...)`` layout: one pass
+    instead of a strided add per kernel offset, a crop and a transpose (measured, numpy, one
+    thread: 2-4x faster on the 5x5 stride-2 layers of MXNet's VAE-GAN example).
+    """
+    n, c, nd = shape[0], shape[1], len(kernel)
+    if xp is np and cols.size <= COL2IM_BINCOUNT_MAX:
+        targets = _column_sources(tuple(cols.shape), tuple(shape), tuple(kernel),
+                                  tuple(stride), tuple(dilate), tuple(pad), last)
+        size = math.prod(shape)
+        acc = np.bincount(targets, weights=cols.ravel(), minlength=size + 1)[:size]
+        return acc.astype(cols.dtype).reshape(shape)
     padded = tuple(s + 2 * p for s, p in zip(shape[2:], pad))
     crop = tuple(slice(p, p + s) for s, p in zip(shape[2:], pad))
     if last:
