@@ -4,6 +4,7 @@ import pytest
 
 import raymod.ops.nn.convolution as conv_module
 from raymod.ops.nn import _depthwise
+from raymod.ops.nn import _im2col as im2col_module
 from raymod.test_utils import check_forward, check_gradient, op_symbol
 
 
@@ -35,6 +36,7 @@ CASES = [  # data shape, kernel, stride, pad, dilate, no_bias
 def test_depthwise_layouts(ctx, rng, monkeypatch, last, shape, kernel, stride, pad, dilate,
                            no_bias):
     monkeypatch.setattr(conv_module, "DEPTHWISE_MIN_POSITIONS", 0)
+    monkeypatch.setattr(im2col_module, "IM2COL_TAKE_MAX", 0)  # small numpy maps take it too
     monkeypatch.setattr(_depthwise, "channels_last", lambda channels, out: last)
     c = shape[1]
     names = ["data", "weight"] + ([] if no_bias else ["bias"])
@@ -52,6 +54,17 @@ def test_depthwise_layout_choice():
     """Channels last once there are at least twice as many channels as output columns."""
     assert _depthwise.channels_last(128, (4, 4)) and _depthwise.channels_last(32, (16, 16))
     assert not _depthwise.channels_last(16, (16, 16)) and not _depthwise.channels_last(8, (32, 32))
+
+
+def test_small_numpy_depthwise_layers_take_the_grouped_gemm():
+    """Their im2col / col2im are one gather and one bincount; large ones and other array
+    modules keep the depthwise path."""
+    op = conv_module.Convolution(kernel=(3, 3), pad=(1, 1), num_filter=128, num_group=128)
+    assert not op._depthwise(np, (2, 128, 4, 4))
+    assert op._depthwise(np, (2, 128, 56, 56))
+    assert op._depthwise(object(), (2, 128, 4, 4))
+    grouped = conv_module.Convolution(kernel=(3, 3), num_filter=8, num_group=4)
+    assert not grouped._depthwise(np, (2, 4, 56, 56))
 
 
 def test_depthwise_float32_outputs_are_contiguous(rng):
