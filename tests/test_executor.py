@@ -152,3 +152,39 @@ def test_reshape_of_a_parameter_is_a_view_of_its_first_elements(ctx):
     narrow = ex.reshape(partial_shaping=True, data=(4, 2))
     assert_array_equal(narrow.arg_dict["fc_weight"], [[0, 1], [2, 3]])
     assert np.shares_memory(narrow.arg_dict["fc_weight"], ex.arg_dict["fc_weight"])
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["one_reader", "weight_read_twice"])
+def test_parameter_gradients_written_in_place_match_accumulated_ones(ctx, shared):
+    """Convolution and FullyConnected write a parameter's gradient straight into its grad
+    array when nothing else reads the parameter; 'add' and a weight shared by two layers go
+    through the executor's sum. Both give the same values."""
+    data, w = rm.sym.Variable("data"), rm.sym.Variable("w")
+    net = rm.sym.Convolution(data, weight=w, kernel=(3, 3), pad=(1, 1), num_filter=2,
+                             name="c1")
+    if shared:
+        net = rm.sym.Convolution(net, weight=w, kernel=(3, 3), pad=(1, 1), num_filter=2,
+                                 name="c2")
+    net = rm.sym.FullyConnected(rm.sym.Flatten(net), num_hidden=3, name="fc")
+    rng = np.random.default_rng(0)
+    values = {"data": rng.standard_normal((2, 2, 5, 5)), "w": rng.standard_normal((2, 2, 3, 3)),
+              "c1_bias": rng.standard_normal(2), "fc_weight": rng.standard_normal((3, 50)),
+              "fc_bias": rng.standard_normal(3)}
+    if shared:
+        values["c2_bias"] = rng.standard_normal(2)
+    head = on(ctx, rng.standard_normal((2, 3)).astype(np.float32))
+    grads = {}
+    for req in ("write", "add"):
+        exe = net.simple_bind(ctx, grad_req=req, data=(2, 2, 5, 5))
+        for name, value in values.items():
+            exe.arg_dict[name][:] = on(ctx, value.astype(np.float32))
+        bound = dict(exe.grad_dict)
+        for name in exe.grad_dict:
+            exe.grad_dict[name][:] = 0
+        exe.forward(is_train=True)
+        exe.backward(head)
+        assert all(exe.grad_dict[n] is bound[n] for n in bound)  # the same arrays
+        grads[req] = {n: as_numpy(g).copy() for n, g in exe.grad_dict.items()}
+    for name, value in grads["write"].items():
+        np.testing.assert_allclose(value, grads["add"][name], rtol=1e-5, atol=1e-6)
+        assert np.abs(value).sum() > 0, name

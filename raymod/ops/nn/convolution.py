@@ -76,6 +76,7 @@ class Convolution(Op):
     params = dict(CONV_PARAMS)
     inputs = ("data", "weight", "bias")
     retain_inputs = (0, 1)
+    writes_grad_out = True
 
     def check(self) -> None:
         check_conv_attrs(self)
@@ -161,12 +162,15 @@ class Convolution(Op):
                 and not self._winograd(x.shape, out, forward=False))
         return [batch_major(xp, y, n, out, last)], (cols if keep else None)
 
-    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad, grad_out=None):
         x, w, gy = inputs[0], inputs[1], out_grads[0]
         g = self.num_group
         grads = [None] * len(inputs)
+        # the weight's and bias's own grad arrays where the executor gives them: written in
+        # place, they save it a copy of every parameter gradient per step
+        into = grad_out or [None] * len(inputs)
         if not self.no_bias and need_grad[2]:
-            grads[2] = gy.sum(axis=(0,) + tuple(range(2, gy.ndim)))
+            grads[2] = gy.sum(axis=(0,) + tuple(range(2, gy.ndim)), out=into[2])
         if not (need_grad[0] or need_grad[1]):
             return grads
         out = gy.shape[2:]
@@ -192,7 +196,8 @@ class Convolution(Op):
                 cols = im2col(xp, x, gy.shape[2:], self.kernel_, self.stride_, self.dilate_,
                               self.pad_, last)
             cols = cols.reshape(g, -1, gyt.shape[-1])
-            grads[1] = times_transposed(xp, gyt, cols).reshape(w.shape)
+            target = None if into[1] is None else into[1].reshape(g, -1, cols.shape[1])
+            grads[1] = times_transposed(xp, gyt, cols, out=target).reshape(w.shape)
         full_pad = transposed_pad(self.kernel_, self.stride_, self.dilate_, self.pad_)
         # as a convolution it copies F*K*N*L columns of the output gradient and the flipped
         # weight (F*C*K) instead of scatter-adding C*K*N*L: worth it when filters are no more
