@@ -154,20 +154,21 @@ def test_reshape_of_a_parameter_is_a_view_of_its_first_elements(ctx):
     assert np.shares_memory(narrow.arg_dict["fc_weight"], ex.arg_dict["fc_weight"])
 
 
+@pytest.mark.parametrize("kernel", [(3, 3), (1, 1)], ids=["im2col", "pointwise"])
 @pytest.mark.parametrize("shared", [False, True], ids=["one_reader", "weight_read_twice"])
-def test_parameter_gradients_written_in_place_match_accumulated_ones(ctx, shared):
+def test_parameter_gradients_written_in_place_match_accumulated_ones(ctx, shared, kernel):
     """Convolution and FullyConnected write a parameter's gradient straight into its grad
     array when nothing else reads the parameter; 'add' and a weight shared by two layers go
     through the executor's sum. Both give the same values."""
     data, w = rm.sym.Variable("data"), rm.sym.Variable("w")
-    net = rm.sym.Convolution(data, weight=w, kernel=(3, 3), pad=(1, 1), num_filter=2,
-                             name="c1")
+    pad = tuple(k // 2 for k in kernel)
+    net = rm.sym.Convolution(data, weight=w, kernel=kernel, pad=pad, num_filter=2, name="c1")
     if shared:
-        net = rm.sym.Convolution(net, weight=w, kernel=(3, 3), pad=(1, 1), num_filter=2,
+        net = rm.sym.Convolution(net, weight=w, kernel=kernel, pad=pad, num_filter=2,
                                  name="c2")
     net = rm.sym.FullyConnected(rm.sym.Flatten(net), num_hidden=3, name="fc")
     rng = np.random.default_rng(0)
-    values = {"data": rng.standard_normal((2, 2, 5, 5)), "w": rng.standard_normal((2, 2, 3, 3)),
+    values = {"data": rng.standard_normal((2, 2, 5, 5)), "w": rng.standard_normal((2, 2) + kernel),
               "c1_bias": rng.standard_normal(2), "fc_weight": rng.standard_normal((3, 50)),
               "fc_bias": rng.standard_normal(3)}
     if shared:

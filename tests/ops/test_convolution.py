@@ -44,6 +44,9 @@ CASES = [  # data shape, kernel, stride, pad, dilate, num_filter, num_group, no_
     ((2, 2, 6, 6), (2, 2), (1, 1), (2, 2), (1, 1), 3, 1, False),
     # channel multiplier 2: grouped, not depthwise
     ((2, 3, 6, 6), (3, 3), (1, 1), (1, 1), (1, 1), 6, 3, False),
+    # 1x1, stride 1, unpadded, at least 16 positions: per-sample products (pointwise)
+    ((3, 3, 5, 4), (1, 1), (1, 1), (0, 0), (1, 1), 4, 1, False),
+    ((2, 2, 3, 3, 2), (1, 1, 1), (1, 1, 1), (0, 0, 0), (1, 1, 1), 3, 1, True),
 ]
 
 

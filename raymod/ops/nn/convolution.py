@@ -45,6 +45,12 @@ if WINOGRAD not in ("0", "1", "backward"):
 # batch has at least this many input positions per filter (see Convolution.backward).
 AS_CONV_MIN_POSITIONS_PER_FILTER = 4
 
+# A 1x1, stride-1, unpadded, ungrouped layer multiplies each sample's (C, L) map by the
+# weight, in the data's own layout, once a sample has this many positions: no im2col and no
+# transposes (measured, numpy, one thread: forward 1.1-2.2x and backward 1.1-1.8x faster
+# from 4x4 maps; at 1x1 maps the per-sample weight-gradient products cost 7x).
+POINTWISE_MIN_POSITIONS = 16
+
 # Column buffers up to this many elements are kept from forward for the weight gradient;
 # larger ones are rebuilt from the retained data in backward to bound memory.
 KEEP_COLS_MAX = 1 << 24
@@ -58,6 +64,7 @@ class _Route(NamedTuple):
     winograd_forward: bool
     winograd_backward: bool
     batch_last: bool  # column buffers' layout (see _im2col.batch_last)
+    pointwise: bool  # 1x1 per sample (see POINTWISE_MIN_POSITIONS)
 
 
 class Convolution(Op):
@@ -103,9 +110,12 @@ class Convolution(Op):
         route = self._routes.get(key)
         if route is None:
             out = self._out_spatial(x_shape[2:])
+            pointwise = (self.num_group == 1 and set(self.kernel_ + self.stride_) == {1}
+                         and not any(self.pad_)
+                         and math.prod(out) >= POINTWISE_MIN_POSITIONS)
             route = self._routes[key] = _Route(
                 out, self._depthwise(xp, x_shape), self._winograd(x_shape, out, forward=True),
-                self._winograd(x_shape, out, forward=False), batch_last(out))
+                self._winograd(x_shape, out, forward=False), batch_last(out), pointwise)
         return route
 
     def list_arguments(self) -> list[str]:
@@ -169,6 +179,11 @@ class Convolution(Op):
             if not self.no_bias:
                 y += inputs[2].reshape((1, -1) + (1,) * len(out))
             return [y], None
+        if route.pointwise:
+            y = xp.matmul(w.reshape(self.num_filter, c), x.reshape(n, c, -1))
+            if not self.no_bias:
+                y += inputs[2].reshape(-1, 1)
+            return [y.reshape((n, self.num_filter) + out)], None
         if route.winograd_forward:
             d = _winograd.transform_input(xp, x, self.pad_, out)
             wt = _winograd.transform_weight(xp, w)
@@ -187,6 +202,23 @@ class Convolution(Op):
                 and not route.winograd_backward)
         return [batch_major(xp, y, n, out, last)], (cols if keep else None)
 
+    @staticmethod
+    def _pointwise_backward(xp, gy, x, w, need_grad, into):
+        """Data and weight gradients of a pointwise layer (``route.pointwise``), sample by
+        sample in the data's layout; the weight's is summed into ``into`` when given."""
+        n, c, f = x.shape[0], x.shape[1], w.shape[0]
+        g3, w2 = gy.reshape(n, f, -1), w.reshape(f, c)
+        dx = xp.matmul(w2.T, g3).reshape(x.shape) if need_grad[0] else None
+        dw = None
+        if need_grad[1]:
+            x3 = x.reshape(n, c, -1)
+            dw = xp.matmul(g3[0], x3[0].T, out=None if into is None else into.reshape(f, c))
+            term = xp.empty_like(dw) if n > 1 else None
+            for i in range(1, n):  # a sum of per-sample products: no transposed copies
+                dw += xp.matmul(g3[i], x3[i].T, out=term)
+            dw = dw.reshape(w.shape)
+        return dx, dw
+
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad, grad_out=None):
         x, w, gy = inputs[0], inputs[1], out_grads[0]
         g = self.num_group
@@ -204,6 +236,9 @@ class Convolution(Op):
             grads[0], grads[1] = _depthwise.backward(
                 xp, gy, x, w, self.kernel_, self.stride_, self.dilate_, self.pad_,
                 need_grad[0], need_grad[1])
+            return grads
+        if route.pointwise:
+            grads[0], grads[1] = self._pointwise_backward(xp, gy, x, w, need_grad, into[1])
             return grads
         if route.winograd_backward:
             d, wt = saved if route.winograd_forward and saved else (
