@@ -35,6 +35,13 @@ CASES = [  # data shape, kernel, stride, pad, convention
     ((2, 2, 5, 6), (3, 2), (1, 2), (1, 0), "valid"),
     ((2, 3, 8), (3,), (2,), (1,), "full"),
     ((1, 2, 4, 3, 5), (2, 2, 2), (2, 1, 2), (0, 1, 0), "full"),
+    # stride 1: numpy's separable box sums for avg and sum, padded and clipped
+    ((2, 3, 6, 7), (3, 3), (1, 1), (1, 1), "valid"),
+    ((2, 2, 5, 4), (2, 3), (1, 1), (1, 0), "full"),
+    ((2, 2, 7), (4,), (1,), (2,), "valid"),
+    ((1, 2, 3, 4, 5), (2, 3, 2), (1, 1, 1), (1, 1, 0), "valid"),
+    # one window over the whole unpadded map: pooled as global_pool
+    ((2, 3, 4, 5), (4, 5), (1, 1), (0, 0), "valid"),
 ]
 
 

@@ -87,6 +87,38 @@ def _first_max_grad(x_padded, y, gy, geom):
     return grad.astype(gy.dtype).reshape(x_padded.shape)
 
 
+def _box_sums(a, kernel):
+    """Every stride-1 ``kernel`` window's sum of the numpy ``a`` (N, C, *spatial), shape
+    ``(N, C, *(spatial - kernel + 1))``.
+
+    Separable: along the last axis on the flattened array (contiguous adds; each row's last
+    entries straddle two rows and are cut at the end), then along each other axis, whose
+    slices are runs of whole rows. For a 3x3 window that is 4 contiguous adds instead of 8
+    strided ones with runs of one output row (3-6x faster on Inception's 8x8 to 35x35 maps:
+    measured, numpy, one thread).
+    """
+    k = kernel[-1]
+    flat = a.reshape(-1)
+    n = flat.size - k + 1
+    rows = np.empty(flat.size, dtype=a.dtype)
+    np.add(flat[:n], flat[1:n + 1], out=rows[:n]) if k > 1 else np.copyto(rows[:n], flat[:n])
+    for i in range(2, k):
+        rows[:n] += flat[i:i + n]
+    rows[n:] = 0  # never read into a kept sum, but must not hold stray infinities
+    sums = rows.reshape(a.shape)
+    for axis in range(a.ndim - 2, 1, -1):  # the other spatial axes, last to first
+        size = kernel[axis - 2]
+        keep = a.shape[axis] - size + 1
+        window = [slice(None)] * a.ndim
+        window[axis] = slice(0, keep)
+        total = sums[tuple(window)].copy()
+        for i in range(1, size):
+            window[axis] = slice(i, i + keep)
+            total += sums[tuple(window)]
+        sums = total
+    return np.ascontiguousarray(sums[..., :a.shape[-1] - k + 1])
+
+
 class Pooling(Op):
     """Pool each ``kernel`` window of ``data`` (N, C, *spatial) into one value.
 
@@ -140,6 +172,7 @@ class Pooling(Op):
         if self.pool_type == "lp" and self.p_value not in (1, 2, 3):
             raise AttributeValueError(f"Pooling: pool_type='lp' needs p_value 1, 2 or 3, got "
                                       f"{self.p_value}")
+        self._inv_counts: dict[tuple, np.ndarray] = {}  # see _inv_count
         nd = len(self.kernel)
         if not self.global_pool:
             if nd not in LAYOUTS:
@@ -203,7 +236,18 @@ class Pooling(Op):
                 for offs in itertools.product(*map(range, kernel))]
 
     def _inv_count(self, xp, spatial, geom, dtype):
-        """1 / divisor of average pooling, broadcastable to the output."""
+        """1 / divisor of average pooling, broadcastable to the output; numpy's are made
+        once per input shape (a few small array ops a call otherwise)."""
+        if xp is not np:
+            return self._make_inv_count(xp, spatial, geom, dtype)
+        key = (tuple(spatial), np.dtype(dtype))
+        inv = self._inv_counts.get(key)
+        if inv is None:
+            inv = self._inv_counts[key] = self._make_inv_count(xp, spatial, geom, dtype)
+            inv.flags.writeable = False
+        return inv
+
+    def _make_inv_count(self, xp, spatial, geom, dtype):
         kernel, stride, pad, out = geom
         inv = 1.0
         for axis, (n, k, s, p, o) in enumerate(zip(spatial, kernel, stride, pad, out)):
@@ -220,15 +264,27 @@ class Pooling(Op):
         p = self.p_value
         return s if p == 1 else xp.sqrt(s) if p == 2 else xp.cbrt(s)
 
+    def _whole(self, spatial, geom) -> bool:
+        """Whether one window covers the whole unpadded map: pooled as ``global_pool``."""
+        return self.global_pool or (not any(geom[2]) and tuple(geom[0]) == tuple(spatial))
+
+    def _box(self, xp, geom) -> bool:
+        """Whether average or sum pooling runs as :func:`_box_sums` (numpy, stride 1)."""
+        return xp is np and self.pool_type in ("avg", "sum") and set(geom[1]) == {1}
+
     def forward(self, xp, inputs, aux, is_train):
         x = inputs[0]
         geom = self._geometry(x.shape[2:])
         kind = self.pool_type
-        if self.global_pool:
+        if self._whole(x.shape[2:], geom):
             r = x.reshape(x.shape[0], x.shape[1], -1)
             y = (r.max(-1) if kind == "max" else r.mean(-1) if kind == "avg" else
                  r.sum(-1) if kind == "sum" else self._root(xp, (r ** self.p_value).sum(-1)))
             y = y.reshape(x.shape[:2] + (1,) * (x.ndim - 2))
+        elif self._box(xp, geom):
+            y = _box_sums(self._padded(xp, x, geom, 0), geom[0])
+            if kind == "avg":
+                y *= self._inv_count(xp, x.shape[2:], geom, y.dtype)
         else:
             xpad = self._padded(xp, x, geom, -xp.inf if kind == "max" else 0)
             windows = self._windows(geom)
@@ -258,10 +314,13 @@ class Pooling(Op):
         x, y = inputs[0], outputs[0]
         shape = saved if x is None else x.shape
         geom = self._geometry(shape[2:])
-        if self.global_pool:
+        if self._whole(shape[2:], geom):
             return [self._global_backward(xp, gy, x, y, shape)]
         if kind == "avg":
             gy = gy * self._inv_count(xp, shape[2:], geom, gy.dtype)
+        if self._box(xp, geom):  # the adjoint of a box sum: the box sums of gy padded by k-1
+            spread = constant_pad(xp, gy, [(0, 0), (0, 0)] + [(k - 1, k - 1) for k in geom[0]])
+            return [self._cropped(xp, _box_sums(spread, geom[0]), shape, geom)]
         elif kind == "lp" and self.p_value > 1:
             gy = self._lp_scale(xp, gy, y)
         if kind in ("max", "lp"):
