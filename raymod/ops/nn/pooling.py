@@ -87,13 +87,19 @@ def _first_max_grad(x_padded, y, gy, geom):
     return grad.astype(gy.dtype).reshape(x_padded.shape)
 
 
-def _box_sums(a, kernel):
-    """Every stride-1 ``kernel`` window's sum of the numpy ``a`` (N, C, *spatial), shape
+def _overlap(geom) -> bool:
+    """Whether pooling windows overlap (a stride below the kernel on some axis)."""
+    return any(s < k for s, k in zip(geom[1], geom[0]))
+
+
+def _box_reduce(a, kernel, combine=np.add):
+    """Every stride-1 ``kernel`` window of the numpy ``a`` (N, C, *spatial) reduced by
+    ``combine`` (``np.add``: sums, ``np.maximum``: maxima), shape
     ``(N, C, *(spatial - kernel + 1))``.
 
-    Separable: along the last axis on the flattened array (contiguous adds; each row's last
+    Separable: along the last axis on the flattened array (contiguous passes; each row's last
     entries straddle two rows and are cut at the end), then along each other axis, whose
-    slices are runs of whole rows. For a 3x3 window that is 4 contiguous adds instead of 8
+    slices are runs of whole rows. For a 3x3 window that is 4 contiguous passes instead of 8
     strided ones with runs of one output row (3-6x faster on Inception's 8x8 to 35x35 maps:
     measured, numpy, one thread).
     """
@@ -101,22 +107,25 @@ def _box_sums(a, kernel):
     flat = a.reshape(-1)
     n = flat.size - k + 1
     rows = np.empty(flat.size, dtype=a.dtype)
-    np.add(flat[:n], flat[1:n + 1], out=rows[:n]) if k > 1 else np.copyto(rows[:n], flat[:n])
+    if k > 1:
+        combine(flat[:n], flat[1:n + 1], out=rows[:n])
+    else:
+        np.copyto(rows[:n], flat[:n])
     for i in range(2, k):
-        rows[:n] += flat[i:i + n]
-    rows[n:] = 0  # never read into a kept sum, but must not hold stray infinities
-    sums = rows.reshape(a.shape)
+        combine(rows[:n], flat[i:i + n], out=rows[:n])
+    rows[n:] = 0  # never combined into a kept result, but must not hold stray infinities
+    result = rows.reshape(a.shape)
     for axis in range(a.ndim - 2, 1, -1):  # the other spatial axes, last to first
         size = kernel[axis - 2]
         keep = a.shape[axis] - size + 1
         window = [slice(None)] * a.ndim
         window[axis] = slice(0, keep)
-        total = sums[tuple(window)].copy()
+        total = result[tuple(window)].copy()
         for i in range(1, size):
             window[axis] = slice(i, i + keep)
-            total += sums[tuple(window)]
-        sums = total
-    return np.ascontiguousarray(sums[..., :a.shape[-1] - k + 1])
+            combine(total, result[tuple(window)], out=total)
+        result = total
+    return np.ascontiguousarray(result[..., :a.shape[-1] - k + 1])
 
 
 class Pooling(Op):
@@ -269,7 +278,7 @@ class Pooling(Op):
         return self.global_pool or (not any(geom[2]) and tuple(geom[0]) == tuple(spatial))
 
     def _box(self, xp, geom) -> bool:
-        """Whether average or sum pooling runs as :func:`_box_sums` (numpy, stride 1)."""
+        """Whether average or sum pooling runs as :func:`_box_reduce` (numpy, stride 1)."""
         return xp is np and self.pool_type in ("avg", "sum") and set(geom[1]) == {1}
 
     def forward(self, xp, inputs, aux, is_train):
@@ -282,9 +291,16 @@ class Pooling(Op):
                  r.sum(-1) if kind == "sum" else self._root(xp, (r ** self.p_value).sum(-1)))
             y = y.reshape(x.shape[:2] + (1,) * (x.ndim - 2))
         elif self._box(xp, geom):
-            y = _box_sums(self._padded(xp, x, geom, 0), geom[0])
+            y = _box_reduce(self._padded(xp, x, geom, 0), geom[0])
             if kind == "avg":
                 y *= self._inv_count(xp, x.shape[2:], geom, y.dtype)
+        elif xp is np and kind == "max" and _overlap(geom):
+            # the stride-1 maxima, then every stride-th: 1.1-2.6x faster than the loop for
+            # overlapping windows, slower for disjoint ones (1.1-1.4x at 2x2 stride 2)
+            y = _box_reduce(self._padded(xp, x, geom, -np.inf), geom[0], np.maximum)
+            if set(geom[1]) != {1}:
+                y = np.ascontiguousarray(y[(slice(None), slice(None)) + tuple(
+                    slice(0, (o - 1) * st + 1, st) for o, st in zip(geom[3], geom[1]))])
         else:
             xpad = self._padded(xp, x, geom, -xp.inf if kind == "max" else 0)
             windows = self._windows(geom)
@@ -320,20 +336,20 @@ class Pooling(Op):
             gy = gy * self._inv_count(xp, shape[2:], geom, gy.dtype)
         if self._box(xp, geom):  # the adjoint of a box sum: the box sums of gy padded by k-1
             spread = constant_pad(xp, gy, [(0, 0), (0, 0)] + [(k - 1, k - 1) for k in geom[0]])
-            return [self._cropped(xp, _box_sums(spread, geom[0]), shape, geom)]
+            return [self._cropped(xp, _box_reduce(spread, geom[0]), shape, geom)]
         elif kind == "lp" and self.p_value > 1:
             gy = self._lp_scale(xp, gy, y)
         if kind in ("max", "lp"):
             xpad = self._padded(xp, x, geom, -xp.inf if kind == "max" else 0)
-        overlap = any(s < k for s, k in zip(geom[1], geom[0]))
-        if xp is np and kind == "max" and overlap and math.prod(geom[0]) <= MAX_CODED_WINDOW:
+        if xp is np and kind == "max" and _overlap(geom) and \
+                math.prod(geom[0]) <= MAX_CODED_WINDOW:
             return [self._cropped(xp, _first_max_grad(xpad, y, gy, geom), shape, geom)]
         padded = tuple(n + lo + hi for n, (lo, hi) in zip(shape[2:],
                                                            self._pad_widths(shape[2:], geom)))
         gpad = xp.zeros(tuple(shape[:2]) + padded, dtype=gy.dtype)
         windows = self._windows(geom)
         # disjoint windows write each input cell once: store straight into the slice
-        disjoint = all(s >= k for s, k in zip(geom[1], geom[0]))
+        disjoint = not _overlap(geom)
         taken = None
         for i, w in enumerate(windows):
             factor = None
