@@ -229,3 +229,19 @@ def test_convolution_float32_and_shapes(rng):
     for bad in [dict(layout="NHWC"), dict(stride=(2,)), dict(num_group=3)]:
         with pytest.raises(AttributeValueError, match=r"Convolution: .*(layout|stride|num_group)"):
             op_symbol("Convolution", ["data"], kernel=(3, 3), num_filter=4, **bad)
+
+
+def test_convolution_of_a_few_positions_with_a_large_weight(rng):
+    """A 2x2 map through a weight large enough for the sliced product of ``_skinny_gemm``
+    (the last layers of ResNet-18 and VGG), against the written-out convolution."""
+    from raymod.ops.nn import _skinny_gemm
+
+    x = rng.standard_normal((1, 512, 2, 2)).astype(np.float32)
+    w = rng.standard_normal((260, 512, 3, 3)).astype(np.float32)  # 260: a short last slice
+    assert _skinny_gemm.sliced(np, 4, w.reshape(260, -1))
+    op = conv_module.Convolution(kernel=(3, 3), pad=(1, 1), num_filter=260, no_bias=True)
+    (y,), _ = op.forward(np, [x, w], [], False)
+    ref = reference_conv(x.astype(np.float64), w.astype(np.float64), None, (1, 1), (1, 1),
+                         (1, 1), 1)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-3)

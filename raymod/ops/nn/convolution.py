@@ -13,7 +13,7 @@ from ._im2col import (CONV_PARAMS, batch_last, batch_major, channel_major, check
                       col2im, cols_size, conv_out_size, data_batch_channels,
                       data_grad_as_conv, grouped, im2col, times_transposed,
                       transposed_pad)
-from . import _depthwise, _im2col, _winograd
+from . import _depthwise, _im2col, _skinny_gemm, _winograd
 
 # Depthwise layers with fewer output positions (batch times map) use the grouped GEMM.
 DEPTHWISE_MIN_POSITIONS = 1024
@@ -193,7 +193,11 @@ class Convolution(Op):
             return [y], ((d, wt) if is_train else None)
         last = route.batch_last
         cols = im2col(xp, x, out, self.kernel_, self.stride_, self.dilate_, self.pad_, last)
-        y = xp.matmul(grouped(w, g), cols.reshape(g, -1, n * math.prod(out)))
+        if g == 1:  # sliced when the maps have a few positions (see _skinny_gemm)
+            y = _skinny_gemm.times_columns(xp, w.reshape(self.num_filter, -1),
+                                           cols.reshape(-1, n * math.prod(out)))
+        else:
+            y = xp.matmul(grouped(w, g), cols.reshape(g, -1, n * math.prod(out)))
         y = y.reshape(self.num_filter, -1)
         if not self.no_bias:
             y += inputs[2].reshape(-1, 1)
