@@ -240,8 +240,15 @@ def test_convolution_of_a_few_positions_with_a_large_weight(rng):
     w = rng.standard_normal((260, 512, 3, 3)).astype(np.float32)  # 260: a short last slice
     assert _skinny_gemm.sliced(np, 4, w.reshape(260, -1))
     op = conv_module.Convolution(kernel=(3, 3), pad=(1, 1), num_filter=260, no_bias=True)
-    (y,), _ = op.forward(np, [x, w], [], False)
-    ref = reference_conv(x.astype(np.float64), w.astype(np.float64), None, (1, 1), (1, 1),
-                         (1, 1), 1)
+    (y,), saved = op.forward(np, [x, w], [], True)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    ref = reference_conv(x64, w64, None, (1, 1), (1, 1), (1, 1), 1)
     assert y.dtype == np.float32
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-3)
+    # the weight gradient takes the sliced product of rows too
+    gy = rng.standard_normal(y.shape)
+    _, dw = op.backward(np, [gy.astype(np.float32)], [x, w], [y], saved, [False, True])
+    xpad = np.pad(x64, [(0, 0), (0, 0), (1, 1), (1, 1)])
+    dw_ref = np.stack([np.stack([np.einsum("nfhw,nchw->fc", gy, xpad[:, :, i:i + 2, j:j + 2])
+                                 for j in range(3)], -1) for i in range(3)], -2)
+    np.testing.assert_allclose(dw, dw_ref, rtol=1e-4, atol=1e-3)

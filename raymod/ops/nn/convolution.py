@@ -262,7 +262,14 @@ class Convolution(Op):
                               self.pad_, last)
             cols = cols.reshape(g, -1, gyt.shape[-1])
             target = None if into[1] is None else into[1].reshape(g, -1, cols.shape[1])
-            grads[1] = times_transposed(xp, gyt, cols, out=target).reshape(w.shape)
+            if g == 1 and _skinny_gemm.sliced(xp, gyt.shape[-1], w):
+                # a few positions and a large weight: the sliced product of rows, with the
+                # columns made contiguous (0.54-0.9x the product's time at 2x2 maps)
+                grads[1] = _skinny_gemm.weight_grad(
+                    xp, gyt[0].T, xp.ascontiguousarray(cols[0].T),
+                    out=None if target is None else target[0]).reshape(w.shape)
+            else:
+                grads[1] = times_transposed(xp, gyt, cols, out=target).reshape(w.shape)
         full_pad = transposed_pad(self.kernel_, self.stride_, self.dilate_, self.pad_)
         # as a convolution it copies F*K*N*L columns of the output gradient and the flipped
         # weight (F*C*K) instead of scatter-adding C*K*N*L: worth it when filters are no more
