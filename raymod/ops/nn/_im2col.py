@@ -180,7 +180,7 @@ def _windows_view(xt, kernel, out, stride, dilate, last: bool):
     return np.lib.stride_tricks.as_strided(xt, shape, strides, writeable=False)
 
 
-@functools.lru_cache(maxsize=128)
+@functools.lru_cache(maxsize=64)  # entries up to 2 MiB (COL2IM_BINCOUNT_MAX indices)
 def _column_sources(cols_shape: tuple, shape: tuple, kernel: tuple, stride: tuple,
                     dilate: tuple, pad: tuple, last: bool) -> np.ndarray:
     """For each element of a column buffer (laid out as :func:`im2col` makes them), the flat

@@ -47,7 +47,7 @@ def _window_matrix(xpad, geom, order):
     return matrix.reshape(math.prod(kernel), -1)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=64)
 def _window_targets(padded: tuple, geom: tuple, order: tuple):
     """Flat indices into a padded ``(N, C, *spatial)`` array: each window's first element
     (one per output position, listed in ``order``) and each kernel offset's distance from
