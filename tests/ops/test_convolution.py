@@ -57,13 +57,17 @@ def use_strided_columns(monkeypatch):
     monkeypatch.setattr(im2col_module, "COL2IM_BINCOUNT_MAX", 0)
 
 
-@pytest.mark.parametrize("columns", ["indexed", "strided"])
+@pytest.mark.parametrize("columns", ["indexed", "strided", "row_blocks"])
 @pytest.mark.parametrize("shape,kernel,stride,pad,dilate,nf,ng,no_bias", CASES)
 def test_convolution(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, nf, ng,
                      no_bias, columns):
     monkeypatch.setattr(conv_module, "DEPTHWISE_MIN_POSITIONS", 0)  # small maps take it too
     if columns == "strided":
         use_strided_columns(monkeypatch)
+    if columns == "row_blocks":  # forward a row of output at a time, nothing kept
+        monkeypatch.setattr(conv_module, "KEEP_COLS_MAX", 0)
+        monkeypatch.setattr(conv_module, "BLOCKED_FORWARD_MIN", 0)
+        monkeypatch.setattr(conv_module, "BLOCKED_FORWARD_BUDGET", 1)
     names = ["data", "weight"] + ([] if no_bias else ["bias"])
     sym = op_symbol("Convolution", names, kernel=kernel, stride=stride, pad=pad, dilate=dilate,
                     num_filter=nf, num_group=ng, no_bias=no_bias)
