@@ -64,9 +64,10 @@ def test_convolution(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, 
     monkeypatch.setattr(conv_module, "DEPTHWISE_MIN_POSITIONS", 0)  # small maps take it too
     if columns == "strided":
         use_strided_columns(monkeypatch)
-    if columns == "row_blocks":  # forward a row of output at a time, nothing kept
+    if columns == "row_blocks":  # a row of output at a time, nothing kept for backward
         monkeypatch.setattr(conv_module, "KEEP_COLS_MAX", 0)
         monkeypatch.setattr(conv_module, "BLOCKED_FORWARD_MIN", 0)
+        monkeypatch.setattr(conv_module, "BLOCKED_BACKWARD_MIN", 0)
         monkeypatch.setattr(conv_module, "BLOCKED_FORWARD_BUDGET", 1)
     names = ["data", "weight"] + ([] if no_bias else ["bias"])
     sym = op_symbol("Convolution", names, kernel=kernel, stride=stride, pad=pad, dilate=dilate,

@@ -180,19 +180,12 @@ def _windows_view(xt, kernel, out, stride, dilate, last: bool):
     return np.lib.stride_tricks.as_strided(xt, shape, strides, writeable=False)
 
 
-def blocked_forward(x, w2, out, kernel, stride, dilate, pad, budget: int):
-    """``w2 @ im2col(x)`` laid out as ``(N, F, *out)``, for numpy, built a block of output
-    rows at a time: each block's columns (at most ``budget`` elements, at least one row)
-    stay in the cache between their copy and their product.
-
-    The whole column buffer of a large map is written to memory and read back (122 MB for
-    VGG-16's conv1_2 at 230x230): blocked, that layer's forward takes 0.73x the time, a
-    115x115 one 0.85x (measured, numpy, one thread). Nothing is kept for backward.
-    """
+def _row_blocks(x, out, kernel, stride, dilate, pad, budget: int):
+    """Per sample and block of output rows: ``(sample, first row, end row, columns)``, the
+    columns (``(C*K, rows*prod(out[1:]))``) of at most ``budget`` elements (one row at
+    least), built while the previous block's are still in the cache."""
     n, c = x.shape[:2]
-    f, nd = w2.shape[0], len(kernel)
     xt = constant_pad(np, x, [(0, 0), (0, 0)] + [(p, p) for p in pad]) if any(pad) else x
-    y = np.empty((n, f) + tuple(out), dtype=np.result_type(x, w2))
     per_row = c * math.prod(kernel) * math.prod(out[1:])
     rows = max(1, budget // per_row)
     for i in range(n):
@@ -203,9 +196,40 @@ def blocked_forward(x, w2, out, kernel, stride, dilate, pad, budget: int):
                                  stride, dilate, last=False)
             cols = np.empty(view.shape, dtype=x.dtype)
             np.copyto(cols, view)
-            product = w2 @ cols.reshape(c * math.prod(kernel), -1)
-            y[i, :, r0:r1] = product.reshape((f, r1 - r0) + tuple(out[1:]))
+            yield i, r0, r1, cols.reshape(c * math.prod(kernel), -1)
+
+
+def blocked_forward(x, w2, out, kernel, stride, dilate, pad, budget: int):
+    """``w2 @ im2col(x)`` laid out as ``(N, F, *out)``, for numpy, a block of output rows at
+    a time (see :func:`_row_blocks`).
+
+    The whole column buffer of a large map is written to memory and read back (122 MB for
+    VGG-16's conv1_2 at 230x230): blocked, that layer's forward takes 0.73x the time, a
+    115x115 one 0.85x (measured, numpy, one thread). Nothing is kept for backward.
+    """
+    f = w2.shape[0]
+    y = np.empty((x.shape[0], f) + tuple(out), dtype=np.result_type(x, w2))
+    for i, r0, r1, cols in _row_blocks(x, out, kernel, stride, dilate, pad, budget):
+        y[i, :, r0:r1] = (w2 @ cols).reshape((f, r1 - r0) + tuple(out[1:]))
     return y
+
+
+def blocked_weight_grad(x, gy, kernel, stride, dilate, pad, budget: int, out=None):
+    """The weight gradient ``(F, C*K)`` of an ungrouped convolution, for numpy, summed over
+    blocks of output rows (see :func:`_row_blocks`); written into ``out`` when given."""
+    f = gy.shape[1]
+    grad = out
+    first = True
+    for i, r0, r1, cols in _row_blocks(x, gy.shape[2:], kernel, stride, dilate, pad, budget):
+        term = gy[i, :, r0:r1].reshape(f, -1) @ cols.T
+        if first and grad is None:
+            grad = term
+        elif first:
+            grad[...] = term
+        else:
+            grad += term
+        first = False
+    return grad
 
 
 @functools.lru_cache(maxsize=64)  # entries up to 2 MiB (COL2IM_BINCOUNT_MAX indices)
@@ -338,6 +362,14 @@ def transposed_pad(kernel: tuple, stride: tuple, dilate: tuple, pad: tuple):
     return full if all(q >= 0 for q in full) else None
 
 
+def flipped_transpose(xp, w):
+    """The weight ``(F, C, *kernel)`` of the transposed convolution, flipped, as a
+    ``(C, F*K)`` matrix: a stride-1 layer's data gradient convolves the output gradient
+    with it."""
+    flipped = w[(slice(None), slice(None)) + (slice(None, None, -1),) * (w.ndim - 2)]
+    return xp.ascontiguousarray(flipped.swapaxes(0, 1)).reshape(w.shape[1], -1)
+
+
 def data_grad_as_conv(xp, gy, w, x_shape, kernel, dilate, full_pad):
     """Data gradient of a stride-1, ungrouped convolution as a forward one:
     ``dx = gy (*) flip(w)^T`` over ``gy`` padded by ``full_pad`` (see :func:`transposed_pad`).
@@ -346,8 +378,7 @@ def data_grad_as_conv(xp, gy, w, x_shape, kernel, dilate, full_pad):
     kernel offset back into the data with a strided scatter.
     """
     nd = len(kernel)
-    flipped = w[(slice(None), slice(None)) + (slice(None, None, -1),) * nd]
-    wt = xp.ascontiguousarray(flipped.swapaxes(0, 1)).reshape(w.shape[1], -1)  # (C, F*K)
+    wt = flipped_transpose(xp, w)
     spatial = tuple(x_shape[2:])
     last = batch_last(spatial)
     cols = im2col(xp, gy, spatial, kernel, (1,) * nd, dilate, full_pad, last)

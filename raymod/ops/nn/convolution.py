@@ -9,9 +9,10 @@ import numpy as np
 
 from ...base import AttributeValueError
 from ..base import Op
-from ._im2col import (CONV_PARAMS, batch_last, batch_major, blocked_forward, channel_major,
-                      check_conv_attrs, col2im, cols_size, conv_out_size, data_batch_channels,
-                      data_grad_as_conv, grouped, im2col, times_transposed, transposed_pad)
+from ._im2col import (CONV_PARAMS, batch_last, batch_major, blocked_forward,
+                      blocked_weight_grad, channel_major, check_conv_attrs, col2im, cols_size,
+                      conv_out_size, data_batch_channels, data_grad_as_conv, flipped_transpose,
+                      grouped, im2col, times_transposed, transposed_pad)
 from . import _depthwise, _im2col, _skinny_gemm, _winograd
 
 # Depthwise layers with fewer output positions (batch times map) use the grouped GEMM.
@@ -54,6 +55,14 @@ POINTWISE_MIN_POSITIONS = 16
 # many elements a block) when nothing keeps them for backward: see _im2col.blocked_forward.
 BLOCKED_FORWARD_MIN = 3 << 20  # from about here it pays (0.78x at 3.6M, 0.97-1.05x at 2M)
 BLOCKED_FORWARD_BUDGET = 1 << 19
+# Large stride-1 layers of at most this many channels (and no more filters) run backward by
+# row blocks too, from BLOCKED_BACKWARD_MIN column elements, instead of Winograd or whole
+# columns: at 64 channels Winograd's transforms of a large map cost more than its products
+# save (VGG-16's conv1_2 at 230x230: backward 0.58x the time blocked), from 128 on Winograd
+# wins (1.2-1.5x). Forward and backward together: 0.84-0.88x at 4-30M column elements,
+# 0.94-1.09x at 3.6M (measured, numpy, one thread).
+BLOCKED_BACKWARD_MAX_CHANNELS = 64
+BLOCKED_BACKWARD_MIN = 4 << 20
 
 # Column buffers up to this many elements are kept from forward for the weight gradient;
 # larger ones are rebuilt from the retained data in backward to bound memory.
@@ -69,6 +78,7 @@ class _Route(NamedTuple):
     winograd_backward: bool
     batch_last: bool  # column buffers' layout (see _im2col.batch_last)
     pointwise: bool  # 1x1 per sample (see POINTWISE_MIN_POSITIONS)
+    blocked_backward: bool  # by row blocks (see BLOCKED_BACKWARD_MAX_CHANNELS)
 
 
 class Convolution(Op):
@@ -117,9 +127,16 @@ class Convolution(Op):
             pointwise = (self.num_group == 1 and set(self.kernel_ + self.stride_) == {1}
                          and not any(self.pad_)
                          and math.prod(out) >= POINTWISE_MIN_POSITIONS)
+            blocked = (xp is np and self.num_group == 1 and set(self.stride_) == {1}
+                       and transposed_pad(self.kernel_, self.stride_, self.dilate_,
+                                          self.pad_) is not None
+                       and self.num_filter <= x_shape[1] <= BLOCKED_BACKWARD_MAX_CHANNELS
+                       and cols_size(x_shape[1], self.kernel_, x_shape[0], out)
+                       >= BLOCKED_BACKWARD_MIN)
             route = self._routes[key] = _Route(
                 out, self._depthwise(xp, x_shape), self._winograd(x_shape, out, forward=True),
-                self._winograd(x_shape, out, forward=False), batch_last(out), pointwise)
+                self._winograd(x_shape, out, forward=False) and not blocked, batch_last(out),
+                pointwise, blocked)
         return route
 
     def list_arguments(self) -> list[str]:
@@ -197,7 +214,8 @@ class Convolution(Op):
             return [y], ((d, wt) if is_train else None)
         last = route.batch_last
         size = cols_size(c, self.kernel_, n, out)
-        keep = is_train and size <= KEEP_COLS_MAX and not route.winograd_backward
+        keep = (is_train and size <= KEEP_COLS_MAX and not route.winograd_backward
+                and not route.blocked_backward)
         if xp is np and g == 1 and not keep and not last and size >= BLOCKED_FORWARD_MIN:
             y = blocked_forward(x, w.reshape(self.num_filter, -1), out, self.kernel_,
                                 self.stride_, self.dilate_, self.pad_, BLOCKED_FORWARD_BUDGET)
@@ -253,6 +271,19 @@ class Convolution(Op):
             return grads
         if route.pointwise:
             grads[0], grads[1] = self._pointwise_backward(xp, gy, x, w, need_grad, into[1])
+            return grads
+        if route.blocked_backward:
+            budget = BLOCKED_FORWARD_BUDGET
+            if need_grad[1]:
+                grads[1] = blocked_weight_grad(
+                    x, gy, self.kernel_, self.stride_, self.dilate_, self.pad_, budget,
+                    out=None if into[1] is None else into[1].reshape(w.shape[0], -1),
+                ).reshape(w.shape)
+            if need_grad[0]:
+                full_pad = transposed_pad(self.kernel_, self.stride_, self.dilate_, self.pad_)
+                grads[0] = blocked_forward(gy, flipped_transpose(xp, w), x.shape[2:],
+                                           self.kernel_, self.stride_, self.dilate_, full_pad,
+                                           budget)
             return grads
         if route.winograd_backward:
             d, wt = saved if route.winograd_forward and saved else (
