@@ -44,6 +44,9 @@ CASES = [  # data shape, kernel, stride, pad, dilate, num_filter, num_group, no_
     ((2, 2, 6, 6), (2, 2), (1, 1), (2, 2), (1, 1), 3, 1, False),
     # channel multiplier 2: grouped, not depthwise
     ((2, 3, 6, 6), (3, 3), (1, 1), (1, 1), (1, 1), 6, 3, False),
+    # output rows of more than 12: batch-first columns (row blocks in that variant)
+    ((1, 2, 5, 14), (3, 3), (1, 1), (1, 1), (1, 1), 2, 1, False),
+    ((2, 2, 6, 29), (3, 2), (2, 2), (1, 1), (1, 2), 3, 1, True),
     # 1x1, stride 1, unpadded, at least 16 positions: per-sample products (pointwise)
     ((3, 3, 5, 4), (1, 1), (1, 1), (0, 0), (1, 1), 4, 1, False),
     ((2, 2, 3, 3, 2), (1, 1, 1), (1, 1, 1), (0, 0, 0), (1, 1, 1), 3, 1, True),
@@ -69,6 +72,7 @@ def test_convolution(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, 
         monkeypatch.setattr(conv_module, "BLOCKED_FORWARD_MIN", 0)
         monkeypatch.setattr(conv_module, "BLOCKED_BACKWARD_MIN", 0)
         monkeypatch.setattr(conv_module, "BLOCKED_FORWARD_BUDGET", 1)
+        monkeypatch.setattr(conv_module, "BLOCKED_FORWARD_MIN_POSITIONS", 0)
     names = ["data", "weight"] + ([] if no_bias else ["bias"])
     sym = op_symbol("Convolution", names, kernel=kernel, stride=stride, pad=pad, dilate=dilate,
                     num_filter=nf, num_group=ng, no_bias=no_bias)

@@ -55,6 +55,10 @@ POINTWISE_MIN_POSITIONS = 16
 # many elements a block) when nothing keeps them for backward: see _im2col.blocked_forward.
 BLOCKED_FORWARD_MIN = 3 << 20  # from about here it pays (0.78x at 3.6M, 0.97-1.05x at 2M)
 BLOCKED_FORWARD_BUDGET = 1 << 19
+# ... and only when a block still holds this many output positions: with 256 or 512 input
+# channels (2304 to 4608 rows of columns) a block is too narrow a product, 1.1-1.3x slower
+# than the whole one (measured as above on VGG-16's conv3 and conv4 layers)
+BLOCKED_FORWARD_MIN_POSITIONS = 384
 # Large stride-1 layers of at most this many channels (and no more filters) run backward by
 # row blocks too, from BLOCKED_BACKWARD_MIN column elements, instead of Winograd or whole
 # columns: at 64 channels Winograd's transforms of a large map cost more than its products
@@ -79,6 +83,8 @@ class _Route(NamedTuple):
     batch_last: bool  # column buffers' layout (see _im2col.batch_last)
     pointwise: bool  # 1x1 per sample (see POINTWISE_MIN_POSITIONS)
     blocked_backward: bool  # by row blocks (see BLOCKED_BACKWARD_MAX_CHANNELS)
+    blocked_forward: bool  # by row blocks when no columns are kept (BLOCKED_FORWARD_MIN)
+    keep_cols: bool  # training forward keeps its columns for the weight gradient
 
 
 class Convolution(Op):
@@ -133,10 +139,16 @@ class Convolution(Op):
                        and self.num_filter <= x_shape[1] <= BLOCKED_BACKWARD_MAX_CHANNELS
                        and cols_size(x_shape[1], self.kernel_, x_shape[0], out)
                        >= BLOCKED_BACKWARD_MIN)
+            size = cols_size(x_shape[1], self.kernel_, x_shape[0], out)
+            winograd_backward = self._winograd(x_shape, out, forward=False) and not blocked
             route = self._routes[key] = _Route(
                 out, self._depthwise(xp, x_shape), self._winograd(x_shape, out, forward=True),
-                self._winograd(x_shape, out, forward=False) and not blocked, batch_last(out),
-                pointwise, blocked)
+                winograd_backward, batch_last(out), pointwise, blocked,
+                blocked_forward=(xp is np and self.num_group == 1 and not batch_last(out)
+                                 and size >= BLOCKED_FORWARD_MIN
+                                 and BLOCKED_FORWARD_BUDGET * math.prod(out) * x_shape[0]
+                                 >= BLOCKED_FORWARD_MIN_POSITIONS * size),
+                keep_cols=size <= KEEP_COLS_MAX and not winograd_backward and not blocked)
         return route
 
     def list_arguments(self) -> list[str]:
@@ -213,10 +225,8 @@ class Convolution(Op):
                 y += inputs[2].reshape(-1, 1, 1)
             return [y], ((d, wt) if is_train else None)
         last = route.batch_last
-        size = cols_size(c, self.kernel_, n, out)
-        keep = (is_train and size <= KEEP_COLS_MAX and not route.winograd_backward
-                and not route.blocked_backward)
-        if xp is np and g == 1 and not keep and not last and size >= BLOCKED_FORWARD_MIN:
+        keep = is_train and route.keep_cols
+        if route.blocked_forward and not keep:
             y = blocked_forward(x, w.reshape(self.num_filter, -1), out, self.kernel_,
                                 self.stride_, self.dilate_, self.pad_, BLOCKED_FORWARD_BUDGET)
             if not self.no_bias:
