@@ -103,7 +103,7 @@ WINOGRAD_CASES = [  # data shape, pad, num_filter, no_bias: odd and even outputs
 
 def lower_winograd_thresholds(monkeypatch):
     for name in ("WINOGRAD_MIN_TILES", "WINOGRAD_MIN_CHANNELS", "WINOGRAD_BACKWARD_MIN_TILES",
-                 "WINOGRAD_BACKWARD_MIN_CHANNELS"):
+                 "WINOGRAD_BACKWARD_MIN_CHANNELS", "WINOGRAD_BACKWARD_WIDE_MIN_TILES"):
         monkeypatch.setattr(conv_module, name, 0)
 
 
@@ -200,6 +200,8 @@ def test_default_winograd_thresholds(monkeypatch):
     assert op._winograd((1, 256, 57, 57), (57, 57), forward=False)
     assert not op._winograd((1, 256, 57, 57), (57, 57), forward=True)
     assert not op._winograd((2, 256, 14, 14), (14, 14), forward=False)  # 98 tiles
+    assert op._winograd((1, 256, 29, 29), (29, 29), forward=False)  # 225 tiles, 256 wide
+    assert not op._winograd((1, 128, 29, 29), (29, 29), forward=False)  # 128 wide
     thin = conv_module.Convolution(kernel=(3, 3), pad=(1, 1), num_filter=32)
     thin.check()
     assert not thin._winograd((2, 32, 147, 147), (147, 147), forward=False)

@@ -29,6 +29,11 @@ WINOGRAD_MIN_CHANNELS = 16
 # 1.05x at 98 tiles, 1.27x at 10952 tiles of 32 channels).
 WINOGRAD_BACKWARD_MIN_TILES = 512
 WINOGRAD_BACKWARD_MIN_CHANNELS = 64
+# With this many channels and filters the products outweigh the transforms from fewer
+# tiles: 0.80-0.85x at 225 tiles of 256-512 channels (VGG-16's conv4 at 29x29), 0.96x at 98
+# of 256, 1.07x at 64 of 512 (forward + backward, numpy, one thread, load 1-2).
+WINOGRAD_BACKWARD_WIDE_CHANNELS = 256
+WINOGRAD_BACKWARD_WIDE_MIN_TILES = 200
 # Where Winograd runs: "backward" (the default) for both gradients only, "1" for forward
 # too, "0" nowhere. Per layer its float32 error is within 2x of im2col's (2-4e-7 relative to
 # float64 for outputs and both gradients on fcn32s's layers). But a forward pass with other
@@ -178,6 +183,8 @@ class Convolution(Op):
             least_tiles, least_channels = WINOGRAD_MIN_TILES, WINOGRAD_MIN_CHANNELS
         elif WINOGRAD == "backward" and not forward:
             least_tiles, least_channels = WINOGRAD_BACKWARD_MIN_TILES, WINOGRAD_BACKWARD_MIN_CHANNELS
+            if min(x_shape[1], self.num_filter) >= WINOGRAD_BACKWARD_WIDE_CHANNELS:
+                least_tiles = WINOGRAD_BACKWARD_WIDE_MIN_TILES
         else:
             return False
         return (self.kernel_ == (3, 3) and self.stride_ == (1, 1) and self.dilate_ == (1, 1)
