@@ -200,8 +200,8 @@ def test_default_winograd_thresholds(monkeypatch):
     assert op._winograd((1, 256, 57, 57), (57, 57), forward=False)
     assert not op._winograd((1, 256, 57, 57), (57, 57), forward=True)
     assert not op._winograd((2, 256, 14, 14), (14, 14), forward=False)  # 98 tiles
-    assert op._winograd((1, 256, 29, 29), (29, 29), forward=False)  # 225 tiles, 256 wide
-    assert not op._winograd((1, 128, 29, 29), (29, 29), forward=False)  # 128 wide
+    assert op._winograd((1, 256, 28, 28), (28, 28), forward=False)  # 196 tiles, 256 wide
+    assert not op._winograd((1, 128, 28, 28), (28, 28), forward=False)  # 128 wide
     thin = conv_module.Convolution(kernel=(3, 3), pad=(1, 1), num_filter=32)
     thin.check()
     assert not thin._winograd((2, 32, 147, 147), (147, 147), forward=False)

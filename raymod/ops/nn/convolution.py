@@ -30,10 +30,11 @@ WINOGRAD_MIN_CHANNELS = 16
 WINOGRAD_BACKWARD_MIN_TILES = 512
 WINOGRAD_BACKWARD_MIN_CHANNELS = 64
 # With this many channels and filters the products outweigh the transforms from fewer
-# tiles: 0.80-0.85x at 225 tiles of 256-512 channels (VGG-16's conv4 at 29x29), 0.96x at 98
-# of 256, 1.07x at 64 of 512 (forward + backward, numpy, one thread, load 1-2).
+# tiles: 0.80-0.85x at 196-225 tiles of 256-512 channels (VGG-16's conv4 at 28x28),
+# 0.87-0.90x at 121-128, 0.96x at 98 of 256, 1.07x at 64 of 512 (forward + backward, numpy,
+# one thread, load 1-2).
 WINOGRAD_BACKWARD_WIDE_CHANNELS = 256
-WINOGRAD_BACKWARD_WIDE_MIN_TILES = 200
+WINOGRAD_BACKWARD_WIDE_MIN_TILES = 120
 # Where Winograd runs: "backward" (the default) for both gradients only, "1" for forward
 # too, "0" nowhere. Per layer its float32 error is within 2x of im2col's (2-4e-7 relative to
 # float64 for outputs and both gradients on fcn32s's layers). But a forward pass with other
