@@ -145,11 +145,12 @@ class WindowRunner:
         waiting = {ref: rank for rank, (ref, _) in win.refs.items()}
         results, idle = {}, 0.0
         ray = self.pool._ray
+        allowance = None  # a longer deadline while only workers on their first steps lag
         while waiting:
             # every result in already, in one wait and one get; else the first to come
             done = waits.ready(list(waiting))
             if not done:
-                deadline = self._deadline(1, waiting.values())
+                deadline = allowance or self._deadline(1)
                 done, _ = waits.wait(list(waiting), deadline - idle, num_returns=1)
             if not done:
                 # hung once no step has finished for a whole deadline (the servers know
@@ -157,7 +158,9 @@ class WindowRunner:
                 idle = st.kv.idle_seconds()
                 if idle < deadline:  # still moving: a slow step, not a hung worker
                     continue
-                self._stop_hung(win)
+                allowance = self._stop_hung(win, idle)
+                if allowance is not None:  # the laggards still bind: wait on for them
+                    continue
                 self._recover_windows()
                 return
             try:
@@ -170,6 +173,7 @@ class WindowRunner:
                     self._recover_windows()
                     return
                 results[waiting.pop(ref)] = out
+            allowance = None  # results came in: the ordinary deadline again
         st.inflight.pop(0)
         # the window's own span: it was queued behind the one before until that ended
         now = time.perf_counter()

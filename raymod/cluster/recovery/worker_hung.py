@@ -26,9 +26,15 @@ class HungWorkers:
         first = any(rank not in self._seasoned for rank in ranks)
         return self.pool.deadlines.step(steps, first=first)
 
-    def _stop_hung(self, win: Window) -> None:
+    def _stop_hung(self, win: Window, idle: float) -> float | None:
         """Kill the workers holding the slices the servers still lack for the first
-        unfinished step (they missed the deadline); their calls then fail as losses."""
+        unfinished step (they missed the deadline); their calls then fail as losses.
+
+        A worker that has not completed a step yet (it binds and warms up first) gets the
+        first-step deadline instead: while only such workers lag and ``idle`` (seconds since
+        the servers last finished a step) is within it, nobody is stopped and that longer
+        deadline is returned to wait on. A seasoned worker that hangs meanwhile is still
+        stopped at the ordinary deadline."""
         st = self.state
         progress = st.kv.progress()
         first = min(p["steps_done"] for p in progress) + 1
@@ -39,6 +45,10 @@ class HungWorkers:
                 for step, tasks, _ in plan:
                     if step == first and any(t["slice"] not in have for t in tasks):
                         hung.add(rank)
+        if hung and hung.isdisjoint(self._seasoned):
+            allowance = self._deadline(1, hung)
+            if idle < allowance:
+                return allowance
         if not hung:
             # every slice is in and still the step is not finished: the windows are
             # recovered (a worker that does not answer the abort is then the hung one, and
@@ -46,5 +56,6 @@ class HungWorkers:
             self.pool.logger.warning("step %d passed its deadline of %.1f s with every slice "
                                      "pushed: recovering its window", first,
                                      self._deadline(len(win.steps)))
-            return
+            return None
         self.pool.hung(hung, f"step {first}")
+        return None
