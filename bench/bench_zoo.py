@@ -3,6 +3,7 @@
     python bench/bench_zoo.py [--nets vgg11,fcn8s] [--repeats 3] \
         [--mxnet-python /tmp/mxvenv/bin/python]
     python bench/bench_zoo.py --layers fcn8s [--mxnet-python ...]     # one row per conv layer
+    python bench/bench_zoo.py --ops googlenet [--mxnet-python ...]    # one row per op type
 
 Each network of ``tests/fixtures/mxnet/zoo/index.json`` is bound at its fixture shapes (batch 2)
 with the fixtures' parameter recipe, then timed as ``forward(is_train=True)`` + ``backward`` on one
@@ -15,6 +16,12 @@ them; a user's machine does not). MXNet runs with its default oneDNN backend.
 ``--layers NET`` times every Convolution / Deconvolution of NET alone (data and weight
 gradients), at the data shape it sees inside NET, forward and backward separately.
 
+``--ops NET`` splits NET's step by operator type, inside the whole graph: raymod's executor
+steps are timed one by one (median over steps of each type's per-step total); MXNet runs
+with its profiler and bulk execution off (``MXNET_EXEC_BULK_EXEC_TRAIN=0``), so it reports
+each operator (mean per step; its profiler adds a little to each op). Backward rows are
+MXNet's ``_backward_<op>``; ops only one side has (``add_n``, ``_zeros``) have one column.
+
 Prints one JSON object per measurement, then a table; the ratio column is raymod / MXNet CPU time.
 """
 from __future__ import annotations
@@ -25,6 +32,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -140,6 +148,69 @@ def measure_net(side: Side, params, net: str, entry: dict, repeats: int) -> dict
     return timed(side, lambda: exe.forward(is_train=True), lambda: exe.backward(heads), repeats)
 
 
+def measure_ops(side: Side, params, net: str, entry: dict, repeats: int) -> list[dict]:
+    """CPU seconds per step of each operator type of ``net``, forward and backward."""
+    sym = side.load((ZOO / entry["symbol_file"]).read_text())
+    args, aux, grads = net_arrays(params, entry)
+    exe = side.bind(sym, args, grads, aux)
+    heads = side.heads([params.head_grad(f"{net}:{i}", s)
+                        for i, s in enumerate(entry["out_shapes"])])
+
+    def step():
+        exe.forward(is_train=True)
+        exe.backward(heads)
+        side.wait()
+
+    step()
+    totals: dict = {}
+    if side.name == "mxnet":
+        mx = side.lib
+        dump = Path(tempfile.gettempdir()) / "bench_zoo_mxnet_profile.json"  # not in the cwd
+        mx.profiler.set_config(profile_symbolic=True, aggregate_stats=True, filename=str(dump))
+        mx.profiler.set_state("run")
+        for _ in range(repeats):
+            step()
+        mx.profiler.set_state("stop")
+        ops = json.loads(mx.profiler.dumps(format="json"))["Time"].get("operator", {})
+        for name, stat in ops.items():
+            phase, op = ("bwd", name[len("_backward_"):]) if name.startswith("_backward_") \
+                else ("fwd", name)
+            totals.setdefault(op, {"fwd": [0.0], "bwd": [0.0], "calls": 0})
+            totals[op][phase] = [stat["Total"] / 1e3 / repeats]
+            totals[op]["calls"] += stat["Count"] // repeats
+    else:
+        # the executor's resolved steps (internal): each callable timed where it runs
+        per_step: dict = {}
+
+        def timed_call(fn, op, phase):
+            def call(*a, **k):
+                t0 = time.process_time()
+                out = fn(*a, **k)
+                per_step[(op, phase)] = per_step.get((op, phase), 0.0) + time.process_time() - t0
+                return out
+            return call
+        exe._forward_steps = [(timed_call(s[0], s[4].op.name, "fwd"),) + tuple(s[1:])
+                              for s in exe._forward_steps]
+        exe._backward_steps = [(b[0], timed_call(b[1], exe.plan.steps[b[0]].op.name, "bwd"))
+                               + tuple(b[2:]) for b in exe._backward_steps]
+        calls = {}
+        for st in exe.plan.steps:
+            calls[st.op.name] = calls.get(st.op.name, 0) + 1
+        for _ in range(repeats):
+            per_step.clear()
+            step()
+            for (op, phase), sec in per_step.items():
+                totals.setdefault(op, {"fwd": [], "bwd": [], "calls": calls.get(op, 0)})
+                totals[op][phase].append(sec)
+    rows = []
+    for op, t in totals.items():
+        fwd = statistics.median(t["fwd"]) if t["fwd"] else 0.0
+        bwd = statistics.median(t["bwd"]) if t["bwd"] else 0.0
+        rows.append({"op": op, "fwd_cpu_s": fwd, "bwd_cpu_s": bwd, "cpu_s": fwd + bwd,
+                     "calls": t["calls"]})
+    return sorted(rows, key=lambda r: -r["cpu_s"])
+
+
 def conv_layers(net: str, entry: dict) -> list[dict]:
     """Every Convolution / Deconvolution of ``net``: name, op, attributes, data shape (raymod's
     shape inference, which follows MXNet's)."""
@@ -194,6 +265,13 @@ def run_side(args) -> None:
                 rec["error"] = f"{type(err).__name__}: {err}"[:300]
             print(json.dumps(rec), flush=True)
         return
+    if args.ops:
+        try:
+            for rec in measure_ops(side, params, args.ops, index[args.ops], args.repeats):
+                print(json.dumps({"side": side.name, **rec}), flush=True)
+        except Exception as err:  # noqa: BLE001 - reported, not fatal
+            print(json.dumps({"side": side.name, "error": f"{type(err).__name__}: {err}"[:300]}))
+        return
     for net in args.nets.split(","):
         rec = {"side": side.name, "net": net}
         try:
@@ -204,10 +282,11 @@ def run_side(args) -> None:
 
 
 # ---------------------------------------------------------------- driver
-def spawn(python: str, argv: list[str], timeout: float) -> list[dict]:
+def spawn(python: str, argv: list[str], timeout: float, env: dict | None = None) -> list[dict]:
     cmd = [python, str(Path(__file__).resolve())] + argv
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, env=side_env(), timeout=timeout)
+        out = subprocess.run(cmd, capture_output=True, text=True, env={**side_env(), **(env or {})},
+                             timeout=timeout)
         text, err = out.stdout, out.stderr
     except subprocess.TimeoutExpired as exc:
         text, err = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else \
@@ -232,6 +311,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nets", default=None, help="comma list (default: every zoo network)")
     ap.add_argument("--layers", default=None, help="time each conv layer of this network")
+    ap.add_argument("--ops", default=None, help="split this network's step by operator type")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--mxnet-python", default=None,
                     help="python of a venv with mxnet 1.9.1 (e.g. /tmp/mxvenv/bin/python)")
@@ -243,7 +323,14 @@ def main() -> None:
         return run_side(args)
     index = json.loads((ZOO / "index.json").read_text())["networks"]
     common = ["--repeats", str(args.repeats)]
-    if args.layers:
+    env = None
+    if args.ops:
+        if args.ops not in index:
+            raise SystemExit(f"--ops: {args.ops!r} not in the zoo; known: {sorted(index)}")
+        common += ["--ops", args.ops]
+        env = {"MXNET_EXEC_BULK_EXEC_TRAIN": "0", "MXNET_EXEC_BULK_EXEC_INFERENCE": "0"}
+        key = "op"
+    elif args.layers:
         os.environ.update({k: "1" for k in ONE_THREAD})
         layers = conv_layers(args.layers, index[args.layers])
         listing = ROOT / "bench" / "results" / f"zoo_layers_{args.layers}.json"
@@ -259,14 +346,16 @@ def main() -> None:
         common += ["--nets", ",".join(nets)]
         key = "net"
     load = round(os.getloadavg()[0], 2)
-    sides = {"raymod": spawn(sys.executable, ["--side", "raymod"] + common, args.timeout)}
+    sides = {"raymod": spawn(sys.executable, ["--side", "raymod"] + common, args.timeout, env)}
     if args.mxnet_python:
-        sides["mxnet"] = spawn(args.mxnet_python, ["--side", "mxnet"] + common, args.timeout)
+        sides["mxnet"] = spawn(args.mxnet_python, ["--side", "mxnet"] + common, args.timeout,
+                               env)
     for recs in sides.values():
         for rec in recs:
             print(json.dumps(rec))
     rows = {s: {r[key]: r for r in recs if key in r} for s, recs in sides.items()}
     names = list(rows["raymod"]) or list(rows.get("mxnet", {}))
+    names += [n for n in rows.get("mxnet", {}) if n not in names]
     print(f"\nload average (1 min) at start {load}, at end {round(os.getloadavg()[0], 2)}; "
           f"one thread; CPU time per forward+backward step, median of {args.repeats}")
     for s, recs in sides.items():
@@ -286,7 +375,7 @@ def main() -> None:
               f"{fmt(ratio(ours, theirs, 'bwd_cpu_s'), 2):>9} "
               f"{fmt((ours or {}).get('wall_s')):>11} {fmt((theirs or {}).get('wall_s')):>11}"
               + (f"  error: {err[:80]}" if err else ""))
-    if ratios:
+    if ratios and key != "op":
         q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
         summary = {"median_ratio": statistics.median(ratios), "q1": q[0], "q3": q[2],
                    "max_ratio": max(ratios), "over_1_5": sum(r > 1.5 for r in ratios),
