@@ -218,18 +218,17 @@ def blocked_weight_grad(x, gy, kernel, stride, dilate, pad, budget: int, out=Non
     """The weight gradient ``(F, C*K)`` of an ungrouped convolution, for numpy, summed over
     blocks of output rows (see :func:`_row_blocks`); written into ``out`` when given."""
     f = gy.shape[1]
-    grad = out
-    first = True
+    grad = None
     for i, r0, r1, cols in _row_blocks(x, gy.shape[2:], kernel, stride, dilate, pad, budget):
         term = gy[i, :, r0:r1].reshape(f, -1) @ cols.T
-        if first and grad is None:
+        if grad is None:
             grad = term
-        elif first:
-            grad[...] = term
         else:
             grad += term
-        first = False
-    return grad
+    if out is None:
+        return grad
+    out[...] = grad
+    return out
 
 
 @functools.lru_cache(maxsize=64)  # entries up to 2 MiB (COL2IM_BINCOUNT_MAX indices)

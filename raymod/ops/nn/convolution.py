@@ -128,6 +128,8 @@ class Convolution(Op):
             raise AttributeValueError(f"Convolution: num_filter={self.num_filter} must be a "
                                       f"multiple of num_group={self.num_group}")
         self._routes: dict[tuple, _Route] = {}
+        # the padding that makes a stride-1 layer's data gradient a plain convolution
+        self._full_pad = transposed_pad(self.kernel_, self.stride_, self.dilate_, self.pad_)
 
     def _route(self, xp, x_shape) -> _Route:
         """The paths this layer takes at input shape ``x_shape``, cached per shape: working
@@ -139,13 +141,10 @@ class Convolution(Op):
             pointwise = (self.num_group == 1 and set(self.kernel_ + self.stride_) == {1}
                          and not any(self.pad_)
                          and math.prod(out) >= POINTWISE_MIN_POSITIONS)
-            blocked = (xp is np and self.num_group == 1 and set(self.stride_) == {1}
-                       and transposed_pad(self.kernel_, self.stride_, self.dilate_,
-                                          self.pad_) is not None
-                       and self.num_filter <= x_shape[1] <= BLOCKED_BACKWARD_MAX_CHANNELS
-                       and cols_size(x_shape[1], self.kernel_, x_shape[0], out)
-                       >= BLOCKED_BACKWARD_MIN)
             size = cols_size(x_shape[1], self.kernel_, x_shape[0], out)
+            blocked = (xp is np and self.num_group == 1 and self._full_pad is not None
+                       and self.num_filter <= x_shape[1] <= BLOCKED_BACKWARD_MAX_CHANNELS
+                       and size >= BLOCKED_BACKWARD_MIN)
             winograd_backward = self._winograd(x_shape, out, forward=False) and not blocked
             route = self._routes[key] = _Route(
                 out, self._depthwise(xp, x_shape), self._winograd(x_shape, out, forward=True),
@@ -298,10 +297,9 @@ class Convolution(Op):
                     out=None if into[1] is None else into[1].reshape(w.shape[0], -1),
                 ).reshape(w.shape)
             if need_grad[0]:
-                full_pad = transposed_pad(self.kernel_, self.stride_, self.dilate_, self.pad_)
                 grads[0] = blocked_forward(gy, flipped_transpose(xp, w), x.shape[2:],
-                                           self.kernel_, self.stride_, self.dilate_, full_pad,
-                                           budget)
+                                           self.kernel_, self.stride_, self.dilate_,
+                                           self._full_pad, budget)
             return grads
         if route.winograd_backward:
             d, wt = saved if route.winograd_forward and saved else (
@@ -329,7 +327,7 @@ class Convolution(Op):
                     out=None if target is None else target[0]).reshape(w.shape)
             else:
                 grads[1] = times_transposed(xp, gyt, cols, out=target).reshape(w.shape)
-        full_pad = transposed_pad(self.kernel_, self.stride_, self.dilate_, self.pad_)
+        full_pad = self._full_pad
         # as a convolution it copies F*K*N*L columns of the output gradient and the flipped
         # weight (F*C*K) instead of scatter-adding C*K*N*L: worth it when filters are no more
         # than channels and positions outnumber filters (measured, numpy)
