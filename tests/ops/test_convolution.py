@@ -60,11 +60,35 @@ def use_strided_columns(monkeypatch):
     monkeypatch.setattr(im2col_module, "COL2IM_BINCOUNT_MAX", 0)
 
 
-@pytest.mark.parametrize("columns", ["indexed", "strided", "row_blocks"])
+def shifted_data_grad_off(monkeypatch):
+    """Leave stride-1 data gradients to the column routes (as a convolution, or GEMM and
+    col2im), which small 2-D layers would otherwise not take."""
+    monkeypatch.setattr(conv_module, "SHIFTED_MAX_KW", 0)
+
+
+def takes_shifted_data_grad(shape, kernel, stride, pad, dilate, ng) -> bool:
+    """Whether a layer can run its data gradient as shifted GEMMs (2-D, stride 1,
+    ungrouped, padding within the kernel's reach, kernels up to SHIFTED_MAX_KW wide, not
+    an unpadded 1x1 layer: CASES' are pointwise)."""
+    return (len(kernel) == 2 and stride == (1, 1) and ng == 1
+            and not (kernel == (1, 1) and not any(pad))
+            and im2col_module.transposed_pad(kernel, stride, dilate, pad) is not None
+            and kernel[1] <= conv_module.SHIFTED_MAX_KW)
+
+
+@pytest.mark.parametrize("columns", ["indexed", "strided", "row_blocks", "shifted"])
 @pytest.mark.parametrize("shape,kernel,stride,pad,dilate,nf,ng,no_bias", CASES)
 def test_convolution(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, nf, ng,
                      no_bias, columns):
     monkeypatch.setattr(conv_module, "DEPTHWISE_MIN_POSITIONS", 0)  # small maps take it too
+    calls = []
+    if columns == "shifted":  # every layer that can: whatever its width and channels
+        monkeypatch.setattr(conv_module, "SHIFTED_ANY_WIDTH", 1 << 30)
+        original = conv_module._shifted.data_grad
+        monkeypatch.setattr(conv_module._shifted, "data_grad",
+                            lambda *a: calls.append(1) or original(*a))
+    else:
+        shifted_data_grad_off(monkeypatch)
     if columns == "strided":
         use_strided_columns(monkeypatch)
     if columns == "row_blocks":  # a row of output at a time, nothing kept for backward
@@ -83,6 +107,8 @@ def test_convolution(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, 
     check_forward(sym, inputs, lambda data, weight, bias=None: reference_conv(
         data, weight, bias, stride, pad, dilate, ng), ctx)
     check_gradient(sym, inputs, ctx)
+    if columns == "shifted" and ctx.device_type == "cpu":
+        assert bool(calls) == takes_shifted_data_grad(shape, kernel, stride, pad, dilate, ng)
 
 
 def test_convolution_rebuilds_columns_when_too_big(rng, monkeypatch):
@@ -115,6 +141,7 @@ def test_convolution_winograd(ctx, rng, monkeypatch, shape, pad, nf, no_bias, mo
     against the direct loop, both gradients numerically."""
     monkeypatch.setattr(conv_module, "WINOGRAD", mode)
     lower_winograd_thresholds(monkeypatch)
+    shifted_data_grad_off(monkeypatch)
     calls = []
     original = conv_module._winograd.transform_input
     monkeypatch.setattr(conv_module._winograd, "transform_input",
@@ -263,3 +290,31 @@ def test_convolution_of_a_few_positions_with_a_large_weight(rng):
     dw_ref = np.stack([np.stack([np.einsum("nfhw,nchw->fc", gy, xpad[:, :, i:i + 2, j:j + 2])
                                  for j in range(3)], -1) for i in range(3)], -2)
     np.testing.assert_allclose(dw, dw_ref, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape,kernel,pad,dilate,nf", [
+    ((2, 16, 28, 28), (3, 3), (1, 1), (1, 1), 16),  # ResNet-20's first stage
+    ((1, 8, 20, 17), (5, 3), (4, 2), (2, 1), 12),  # dilated, more filters than channels
+    ((2, 64, 7, 7), (3, 3), (1, 1), (1, 1), 64),  # a small map (batch-last columns)
+])
+def test_shifted_data_grad_in_float32(rng, monkeypatch, shape, kernel, pad, dilate, nf):
+    """Layers the default thresholds send to the shifted data gradient: its float32 result
+    against the column route's in float64."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((nf, shape[1]) + kernel).astype(np.float32)
+    op = conv_module.Convolution(kernel=kernel, pad=pad, dilate=dilate, num_filter=nf,
+                                 no_bias=True)
+    (y,), saved = op.forward(np, [x, w], [], True)
+    assert op._route(np, x.shape).shifted_data_grad
+    gy = rng.standard_normal(y.shape)
+    dx, dw = op.backward(np, [gy.astype(np.float32)], [x, w], [y], saved, [True, True])
+    shifted_data_grad_off(monkeypatch)
+    ref = conv_module.Convolution(kernel=kernel, pad=pad, dilate=dilate, num_filter=nf,
+                                  no_bias=True)
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    (y64,), saved64 = ref.forward(np, [x64, w64], [], True)
+    assert not ref._route(np, x.shape).shifted_data_grad
+    dx64, dw64 = ref.backward(np, [gy], [x64, w64], [y64], saved64, [True, True])
+    assert dx.dtype == np.float32 and dx.shape == x.shape
+    np.testing.assert_allclose(dx, dx64, rtol=1e-4, atol=1e-4 * np.abs(dx64).max())
+    np.testing.assert_allclose(dw, dw64, rtol=1e-4, atol=1e-4 * np.abs(dw64).max())

@@ -1,0 +1,64 @@
+"""A stride-1 2-D data gradient as a few GEMMs over shifted copies of the padded map (numpy).
+
+A stride-1 layer's data gradient is the forward convolution of the output gradient with the
+flipped, transposed kernel (see :func:`._im2col.transposed_pad`). Laid out row after row,
+a padded ``(Hp, Wp)`` map shifted by ``i*dh*Wp + j*dw`` elements is what kernel offset
+``(i, j)`` reads, if every output row is computed ``Wp`` wide (``Wo`` valid entries, the
+rest cut off at the end). Stacking ``kw`` copies of the map, the ``j``-th shifted left by
+``j*dw`` columns, puts a kernel row's ``kw*C`` inputs in one matrix with one leading
+dimension, so the convolution is ``kh`` products ``(F, kw*C) @ (kw*C, Ho*Wp)`` per sample,
+summed: the map is copied ``kw`` times instead of im2col's ``kh*kw``.
+
+That pays where im2col's copy costs about what its product does: up to a couple of hundred
+channels on maps up to 64 wide (measured, numpy, one thread: 0.54-0.95x the data gradient's
+time on ResNet's and Inception's layers). As a forward pass it is as fast, but the weight
+gradient then has no columns to reuse, which costs more than the forward saves.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def stacked_rows(x, kernel: tuple, dilate: tuple, pad: tuple):
+    """``kw`` column-shifted copies of ``x`` (N, C, H, W) zero-padded by ``pad``:
+    ``(N, kw*C, Hp*Wp)``, rows ordered ``(j, c)``, and ``Hp``, ``Wp``. Copy ``j`` holds the
+    padded map shifted left by ``j*dw`` columns; zeros fill each row's end, which only cut-off
+    outputs read."""
+    n, c, h, w = x.shape
+    kw, dw = kernel[1], dilate[1]
+    ph, pw = pad
+    hp, wp = h + 2 * ph, w + 2 * pw
+    rows = np.zeros((n, kw, c, hp, wp), dtype=x.dtype)
+    for j in range(kw):
+        s = j * dw  # column q of copy j is padded column q + s, data column q + s - pw
+        first, end = max(0, pw - s), min(wp - s, pw + w - s)
+        rows[:, j, :, ph:ph + h, first:end] = x[:, :, :, first + s - pw:end + s - pw]
+    return rows.reshape(n, kw * c, hp * wp), hp, wp
+
+
+def convolve(x, weight_rows, kernel: tuple, dilate: tuple, pad: tuple):
+    """The stride-1 convolution of ``x`` (N, C, H, W) with a kernel given as
+    ``weight_rows`` (kh, F, kw*C) (kernel row ``i``'s weights in :func:`stacked_rows`'
+    ``(j, c)`` order): ``(N, F, Ho, Wo)``."""
+    kh, f = weight_rows.shape[:2]
+    n = x.shape[0]
+    rows, hp, wp = stacked_rows(x, kernel, dilate, pad)
+    ho, wo = hp - dilate[0] * (kernel[0] - 1), wp - dilate[1] * (kernel[1] - 1)
+    length = ho * wp
+    y = np.matmul(weight_rows[0], rows[:, :, :length])
+    term = np.empty_like(y) if kh > 1 else None
+    for i in range(1, kh):
+        start = i * dilate[0] * wp
+        y += np.matmul(weight_rows[i], rows[:, :, start:start + length], out=term)
+    y = y.reshape(n, f, ho, wp)
+    return y if wo == wp else np.ascontiguousarray(y[..., :wo])
+
+
+def data_grad(gy, w, dilate: tuple, full_pad: tuple):
+    """The data gradient ``(N, C, H, W)`` of a stride-1, ungrouped 2-D convolution with
+    weight ``w`` (F, C, kh, kw), for output gradient ``gy`` (N, F, Ho, Wo); ``full_pad`` as
+    :func:`._im2col.transposed_pad` gives it."""
+    f, c, kh, kw = w.shape
+    # flipped and transposed, as rows: [i, c, (j, f)] = w[f, c, kh-1-i, kw-1-j]
+    flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(2, 1, 3, 0))
+    return convolve(gy, flipped.reshape(kh, c, kw * f), (kh, kw), dilate, full_pad)
