@@ -81,12 +81,17 @@ def takes_shifted_data_grad(shape, kernel, stride, pad, dilate, ng) -> bool:
 def test_convolution(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, nf, ng,
                      no_bias, columns):
     monkeypatch.setattr(conv_module, "DEPTHWISE_MIN_POSITIONS", 0)  # small maps take it too
-    calls = []
-    if columns == "shifted":  # every layer that can: whatever its width and channels
-        monkeypatch.setattr(conv_module, "SHIFTED_ANY_WIDTH", 1 << 30)
-        original = conv_module._shifted.data_grad
-        monkeypatch.setattr(conv_module._shifted, "data_grad",
-                            lambda *a: calls.append(1) or original(*a))
+    calls = {"data_grad": [], "forward": [], "weight_grad": []}
+    if columns == "shifted":  # every layer that can, forward too: whatever its size
+        for name, value in [("SHIFTED_ANY_WIDTH", 1 << 30), ("SHIFTED_FORWARD_MIN_CHANNELS", 1),
+                            ("SHIFTED_FORWARD_MAX_CHANNELS", 1 << 30),
+                            ("SHIFTED_FORWARD_MIN_WIDTH", 1)]:
+            monkeypatch.setattr(conv_module, name, value)
+        for name in calls:
+            def spy(*a, _name=name, _original=getattr(conv_module._shifted, name), **k):
+                calls[_name].append(1)
+                return _original(*a, **k)
+            monkeypatch.setattr(conv_module._shifted, name, spy)
     else:
         shifted_data_grad_off(monkeypatch)
     if columns == "strided":
@@ -108,7 +113,8 @@ def test_convolution(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, 
         data, weight, bias, stride, pad, dilate, ng), ctx)
     check_gradient(sym, inputs, ctx)
     if columns == "shifted" and ctx.device_type == "cpu":
-        assert bool(calls) == takes_shifted_data_grad(shape, kernel, stride, pad, dilate, ng)
+        shifted = takes_shifted_data_grad(shape, kernel, stride, pad, dilate, ng)
+        assert {name: bool(c) for name, c in calls.items()} == dict.fromkeys(calls, shifted)
 
 
 def test_convolution_rebuilds_columns_when_too_big(rng, monkeypatch):
@@ -295,19 +301,23 @@ def test_convolution_of_a_few_positions_with_a_large_weight(rng):
 @pytest.mark.parametrize("shape,kernel,pad,dilate,nf", [
     ((2, 16, 28, 28), (3, 3), (1, 1), (1, 1), 16),  # ResNet-20's first stage
     ((1, 8, 20, 17), (5, 3), (4, 2), (2, 1), 12),  # dilated, more filters than channels
-    ((2, 64, 7, 7), (3, 3), (1, 1), (1, 1), 64),  # a small map (batch-last columns)
+    ((2, 64, 7, 7), (3, 3), (1, 1), (1, 1), 64),  # data gradient only: a small map, wide
 ])
-def test_shifted_data_grad_in_float32(rng, monkeypatch, shape, kernel, pad, dilate, nf):
-    """Layers the default thresholds send to the shifted data gradient: its float32 result
-    against the column route's in float64."""
+def test_shifted_routes_in_float32(rng, monkeypatch, shape, kernel, pad, dilate, nf):
+    """Layers the default thresholds send to the shifted data gradient (with few channels
+    forward and weight gradient too): float32 results against the column routes'
+    in float64, the weight gradient from the kept rows and rebuilt after an inference
+    forward."""
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal((nf, shape[1]) + kernel).astype(np.float32)
     op = conv_module.Convolution(kernel=kernel, pad=pad, dilate=dilate, num_filter=nf,
                                  no_bias=True)
     (y,), saved = op.forward(np, [x, w], [], True)
-    assert op._route(np, x.shape).shifted_data_grad
+    route = op._route(np, x.shape)
+    assert route.shifted_data_grad and route.shifted_forward == (shape[1] < 64)
     gy = rng.standard_normal(y.shape)
     dx, dw = op.backward(np, [gy.astype(np.float32)], [x, w], [y], saved, [True, True])
+    _, rebuilt = op.backward(np, [gy.astype(np.float32)], [x, w], [y], None, [False, True])
     shifted_data_grad_off(monkeypatch)
     ref = conv_module.Convolution(kernel=kernel, pad=pad, dilate=dilate, num_filter=nf,
                                   no_bias=True)
@@ -315,6 +325,8 @@ def test_shifted_data_grad_in_float32(rng, monkeypatch, shape, kernel, pad, dila
     (y64,), saved64 = ref.forward(np, [x64, w64], [], True)
     assert not ref._route(np, x.shape).shifted_data_grad
     dx64, dw64 = ref.backward(np, [gy], [x64, w64], [y64], saved64, [True, True])
-    assert dx.dtype == np.float32 and dx.shape == x.shape
+    assert y.dtype == dx.dtype == dw.dtype == np.float32 and dx.shape == x.shape
+    np.testing.assert_allclose(y, y64, rtol=1e-4, atol=1e-4 * np.abs(y64).max())
     np.testing.assert_allclose(dx, dx64, rtol=1e-4, atol=1e-4 * np.abs(dx64).max())
-    np.testing.assert_allclose(dw, dw64, rtol=1e-4, atol=1e-4 * np.abs(dw64).max())
+    for grad in (dw, rebuilt):
+        np.testing.assert_allclose(grad, dw64, rtol=1e-4, atol=1e-4 * np.abs(dw64).max())

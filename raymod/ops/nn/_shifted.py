@@ -9,10 +9,11 @@ rest cut off at the end). Stacking ``kw`` copies of the map, the ``j``-th shifte
 dimension, so the convolution is ``kh`` products ``(F, kw*C) @ (kw*C, Ho*Wp)`` per sample,
 summed: the map is copied ``kw`` times instead of im2col's ``kh*kw``.
 
-That pays where im2col's copy costs about what its product does: up to a couple of hundred
-channels on maps up to 64 wide (measured, numpy, one thread: 0.54-0.95x the data gradient's
-time on ResNet's and Inception's layers). As a forward pass it is as fast, but the weight
-gradient then has no columns to reuse, which costs more than the forward saves.
+That pays where im2col's copy costs about what its product does. Data gradients: up to a
+couple of hundred channels on maps up to 64 wide (measured, numpy, one thread: 0.54-0.95x
+the column routes' time on ResNet's and Inception's layers). Forward passes only with a few
+channels (0.6-0.8x at 8-32), keeping the stacked rows, from which the weight gradient is
+``kh`` products ``(kw*C, Ho*Wp) @ (Ho*Wp, F)`` per sample.
 """
 from __future__ import annotations
 
@@ -36,13 +37,13 @@ def stacked_rows(x, kernel: tuple, dilate: tuple, pad: tuple):
     return rows.reshape(n, kw * c, hp * wp), hp, wp
 
 
-def convolve(x, weight_rows, kernel: tuple, dilate: tuple, pad: tuple):
+def convolve(x, weight_rows, kernel: tuple, dilate: tuple, pad: tuple, rows=None):
     """The stride-1 convolution of ``x`` (N, C, H, W) with a kernel given as
     ``weight_rows`` (kh, F, kw*C) (kernel row ``i``'s weights in :func:`stacked_rows`'
-    ``(j, c)`` order): ``(N, F, Ho, Wo)``."""
+    ``(j, c)`` order): ``(N, F, Ho, Wo)``. ``rows``: ``x``'s stacked rows, if made."""
     kh, f = weight_rows.shape[:2]
     n = x.shape[0]
-    rows, hp, wp = stacked_rows(x, kernel, dilate, pad)
+    rows, hp, wp = rows or stacked_rows(x, kernel, dilate, pad)
     ho, wo = hp - dilate[0] * (kernel[0] - 1), wp - dilate[1] * (kernel[1] - 1)
     length = ho * wp
     y = np.matmul(weight_rows[0], rows[:, :, :length])
@@ -62,3 +63,35 @@ def data_grad(gy, w, dilate: tuple, full_pad: tuple):
     # flipped and transposed, as rows: [i, c, (j, f)] = w[f, c, kh-1-i, kw-1-j]
     flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(2, 1, 3, 0))
     return convolve(gy, flipped.reshape(kh, c, kw * f), (kh, kw), dilate, full_pad)
+
+
+def forward(x, w, dilate: tuple, pad: tuple):
+    """The stride-1 convolution of ``x`` (N, C, H, W) with ``w`` (F, C, kh, kw), and the
+    stacked rows it read (``(rows, Hp, Wp)``, for :func:`weight_grad`)."""
+    f, c, kh, kw = w.shape
+    rows = stacked_rows(x, (kh, kw), dilate, pad)
+    weight_rows = np.ascontiguousarray(w.transpose(2, 0, 3, 1)).reshape(kh, f, kw * c)
+    return convolve(x, weight_rows, (kh, kw), dilate, pad, rows), rows
+
+
+def weight_grad(rows, gy, kernel: tuple, dilate: tuple, out=None):
+    """The weight gradient ``(F, C, kh, kw)`` of :func:`forward` from its stacked ``rows``
+    and the output gradient ``gy`` (N, F, Ho, Wo); written into ``out`` when given."""
+    rows, _, wp = rows
+    n, f, ho, wo = gy.shape
+    kh, kw = kernel
+    length = ho * wp
+    # gy on the rows' Wp-wide grid, positions first: (N, Ho*Wp, F), zero past Wo
+    spread = np.zeros((n, ho, wp, f), dtype=gy.dtype)
+    spread[:, :, :wo] = gy.transpose(0, 2, 3, 1)
+    spread = spread.reshape(n, length, f)
+    grad = np.empty((kh, rows.shape[1], f), dtype=np.result_type(rows, gy))
+    for i in range(kh):
+        start = i * dilate[0] * wp
+        np.sum(np.matmul(rows[:, :, start:start + length], spread), axis=0, out=grad[i])
+    # (kh, (j, c), F) -> (F, C, kh, kw)
+    grad = grad.reshape(kh, kw, -1, f).transpose(3, 2, 0, 1)
+    if out is None:
+        return np.ascontiguousarray(grad)
+    out[...] = grad
+    return out

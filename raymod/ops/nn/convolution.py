@@ -88,6 +88,12 @@ SHIFTED_MAX_KW = 5
 SHIFTED_MAX_CHANNELS = 192
 SHIFTED_NARROW_MAX_CHANNELS = 64
 SHIFTED_WIDE_FROM = 14
+# Forward and weight gradient too (the forward keeps its stacked rows) where channels and
+# filters are SHIFTED_FORWARD_MIN_CHANNELS to SHIFTED_FORWARD_MAX_CHANNELS on maps at least
+# SHIFTED_FORWARD_MIN_WIDTH wide (narrower ones build their columns batch last, cheaply).
+SHIFTED_FORWARD_MIN_CHANNELS = 8
+SHIFTED_FORWARD_MAX_CHANNELS = 32
+SHIFTED_FORWARD_MIN_WIDTH = 13
 
 # Column buffers up to this many elements are kept from forward for the weight gradient;
 # larger ones are rebuilt from the retained data in backward to bound memory.
@@ -107,6 +113,7 @@ class _Route(NamedTuple):
     blocked_forward: bool  # by row blocks when no columns are kept (BLOCKED_FORWARD_MIN)
     keep_cols: bool  # training forward keeps its columns for the weight gradient
     shifted_data_grad: bool  # the data gradient as shifted GEMMs (see SHIFTED_MAX_WIDTH)
+    shifted_forward: bool  # forward and weight gradient too (SHIFTED_FORWARD_MAX_CHANNELS)
 
 
 class Convolution(Op):
@@ -170,17 +177,23 @@ class Convolution(Op):
                                  and BLOCKED_FORWARD_BUDGET * math.prod(out) * x_shape[0]
                                  >= BLOCKED_FORWARD_MIN_POSITIONS * size),
                 keep_cols=size <= KEEP_COLS_MAX and not winograd_backward and not blocked,
-                shifted_data_grad=not (blocked or pointwise) and self._shifted(xp, x_shape))
+                shifted_data_grad=not (blocked or pointwise) and self._shifted(xp, x_shape),
+                shifted_forward=(not (blocked or pointwise)
+                                 and self._shifted(xp, x_shape, forward=True)))
         return route
 
-    def _shifted(self, xp, x_shape) -> bool:
-        """Whether this layer's data gradient runs as :func:`._shifted.data_grad` (see
-        ``SHIFTED_MAX_WIDTH``)."""
+    def _shifted(self, xp, x_shape, forward: bool = False) -> bool:
+        """Whether this layer's data gradient (or forward and weight gradient) runs as
+        shifted GEMMs (see :mod:`._shifted` and ``SHIFTED_MAX_WIDTH``)."""
         if not (xp is np and len(self.kernel_) == 2 and self.num_group == 1
                 and self.stride_ == (1, 1) and self._full_pad is not None
                 and self.kernel_[1] <= SHIFTED_MAX_KW):
             return False
         width, channels = x_shape[-1], max(x_shape[1], self.num_filter)
+        if forward:
+            return (SHIFTED_FORWARD_MIN_CHANNELS <= min(x_shape[1], self.num_filter)
+                    and channels <= SHIFTED_FORWARD_MAX_CHANNELS
+                    and width >= SHIFTED_FORWARD_MIN_WIDTH)
         if channels <= SHIFTED_ANY_WIDTH:
             return True
         most = SHIFTED_MAX_CHANNELS if width >= SHIFTED_WIDE_FROM else SHIFTED_NARROW_MAX_CHANNELS
@@ -254,6 +267,11 @@ class Convolution(Op):
             if not self.no_bias:
                 y += inputs[2].reshape(-1, 1)
             return [y.reshape((n, self.num_filter) + out)], None
+        if route.shifted_forward:
+            y, rows = _shifted.forward(x, w, self.dilate_, self.pad_)
+            if not self.no_bias:
+                y += inputs[2].reshape(-1, 1, 1)
+            return [y], (rows if is_train else None)
         if route.winograd_forward:
             d = _winograd.transform_input(xp, x, self.pad_, out)
             wt = _winograd.transform_weight(xp, w)
@@ -330,6 +348,14 @@ class Convolution(Op):
                 grads[0] = blocked_forward(gy, flipped_transpose(xp, w), x.shape[2:],
                                            self.kernel_, self.stride_, self.dilate_,
                                            self._full_pad, budget)
+            return grads
+        if route.shifted_forward:
+            if need_grad[1]:
+                rows = saved or _shifted.stacked_rows(x, self.kernel_, self.dilate_, self.pad_)
+                grads[1] = _shifted.weight_grad(rows, gy, self.kernel_, self.dilate_,
+                                                out=into[1])
+            if need_grad[0]:
+                grads[0] = _shifted.data_grad(gy, w, self.dilate_, self._full_pad)
             return grads
         if need_grad[0] and route.shifted_data_grad:
             grads[0] = _shifted.data_grad(gy, w, self.dilate_, self._full_pad)
