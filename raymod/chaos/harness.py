@@ -42,6 +42,8 @@ HANG_SECONDS = 240.0
 TOLERANCE = 1e-5
 #: seconds a missing worker is waited for before the fit stops short of workers
 START_TIMEOUT = 60.0
+#: at most this long a drain fault waits for the GCS to list the drained node
+DRAIN_VISIBLE_SECONDS = 10.0
 
 
 @dataclass
@@ -303,9 +305,16 @@ class Rig:
         accepted, _ = gcs.drain_node(
             node_id, autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),
             "raymod.chaos", int(time.time() * 1000) + 60_000)
-        if accepted:
-            self.drained.add(node_id)
-        return bool(accepted)
+        if not accepted:
+            return False
+        self.drained.add(node_id)
+        # the fault has struck once the pool can see it: the GCS lists a drain a moment after
+        # accepting it, and a short fit could end in between (a drain that never shows)
+        from ..cluster.recovery.node_drained import _draining_nodes
+        deadline = time.monotonic() + DRAIN_VISIBLE_SECONDS
+        while node_id not in _draining_nodes(ray) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return True
 
     def close(self) -> None:
         """Remove every node of the rig."""

@@ -195,18 +195,33 @@ class WorkerLossRecovery:
     def _as_completed(self, refs: dict) -> Iterator[tuple[int, Any, list]]:
         """``(rank, ref, chunk)`` in the order the calls end, so that a death is seen when
         it happens, not after the answers of every lower rank. Workers still busy at the
-        step deadline are stopped as hung: their calls then end as losses."""
+        step deadline are stopped as hung: their calls then end as losses.
+
+        A worker on its first steps (it binds and warms up) has the first-step deadline; a
+        seasoned one that hangs beside it is still stopped at the ordinary deadline."""
         by_ref = {ref: (rank, chunk) for rank, (ref, chunk) in refs.items()}
         waiting = list(by_ref)
         # a worker given several slices (or batches) may take a deadline for each
-        deadline = self._deadline(max(len(chunk) for _, chunk in refs.values()), refs)
+        steps = max(len(chunk) for _, chunk in refs.values())
+        ordinary, first = self._deadline(steps), self._deadline(steps, refs)
+        start, stopped = time.monotonic(), set()
         while waiting:
-            done, waiting = waits.wait(waiting, deadline, num_returns=1)
-            if not done:
-                self.pool.hung([by_ref[ref][0] for ref in waiting], f"a {deadline:.1f} s call")
+            late = [by_ref[ref][0] for ref in waiting if by_ref[ref][0] not in stopped]
+            deadline = first if late and self._seasoned.isdisjoint(late) else ordinary
+            timeout = max(0.0, deadline - (time.monotonic() - start)) if late else ordinary
+            done, waiting = waits.wait(waiting, timeout, num_returns=1)
+            if done:
+                rank, chunk = by_ref[done[0]]
+                yield rank, done[0], chunk
                 continue
-            rank, chunk = by_ref[done[0]]
-            yield rank, done[0], chunk
+            if not late:  # stopped ones that have not ended yet: stop them again
+                self.pool.hung([by_ref[ref][0] for ref in waiting], f"a {ordinary:.1f} s call")
+                continue
+            past_first = time.monotonic() - start >= first
+            hung = [r for r in late if past_first or r in self._seasoned]
+            if hung:
+                self.pool.hung(hung, f"a {deadline:.1f} s call")
+                stopped.update(hung)
 
     def _recovered(self, losses: Losses, step: int | None, during: str = "step") -> None:
         """Log the "recovered" event of a step (or pass) that completed despite losses."""
