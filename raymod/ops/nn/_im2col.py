@@ -361,25 +361,32 @@ def transposed_pad(kernel: tuple, stride: tuple, dilate: tuple, pad: tuple):
     return full if all(q >= 0 for q in full) else None
 
 
-def flipped_transpose(xp, w):
-    """The weight ``(F, C, *kernel)`` of the transposed convolution, flipped, as a
-    ``(C, F*K)`` matrix: a stride-1 layer's data gradient convolves the output gradient
-    with it."""
+def flipped_transpose(xp, w, groups: int = 1):
+    """The weight ``(F, C/G, *kernel)`` of the transposed convolution, flipped, as a
+    ``(C, F/G*K)`` matrix (group by group down the rows): a stride-1 layer's data gradient
+    convolves the output gradient with it."""
     flipped = w[(slice(None), slice(None)) + (slice(None, None, -1),) * (w.ndim - 2)]
-    return xp.ascontiguousarray(flipped.swapaxes(0, 1)).reshape(w.shape[1], -1)
+    f, per_group = w.shape[:2]
+    blocks = flipped.reshape(groups, f // groups, per_group, -1).swapaxes(1, 2)
+    return xp.ascontiguousarray(blocks).reshape(groups * per_group, -1)
 
 
-def data_grad_as_conv(xp, gy, w, x_shape, kernel, dilate, full_pad):
-    """Data gradient of a stride-1, ungrouped convolution as a forward one:
-    ``dx = gy (*) flip(w)^T`` over ``gy`` padded by ``full_pad`` (see :func:`transposed_pad`).
+def data_grad_as_conv(xp, gy, w, x_shape, kernel, dilate, full_pad, groups: int = 1):
+    """Data gradient of a stride-1 convolution as a forward one:
+    ``dx = gy (*) flip(w)^T`` over ``gy`` padded by ``full_pad`` (see :func:`transposed_pad`),
+    group by group.
 
-    One im2col copy of ``gy`` and one GEMM, where the GEMM-then-col2im route adds every
-    kernel offset back into the data with a strided scatter.
+    One im2col copy of ``gy`` and one GEMM (per group), where the GEMM-then-col2im route adds
+    every kernel offset back into the data with a strided scatter.
     """
     nd = len(kernel)
-    wt = flipped_transpose(xp, w)
+    wt = flipped_transpose(xp, w, groups)
     spatial = tuple(x_shape[2:])
     last = batch_last(spatial)
     cols = im2col(xp, gy, spatial, kernel, (1,) * nd, dilate, full_pad, last)
-    y = wt @ cols.reshape(wt.shape[1], -1)
+    if groups == 1:
+        y = wt @ cols.reshape(wt.shape[1], -1)
+    else:
+        y = xp.matmul(wt.reshape(groups, -1, wt.shape[1]),
+                      cols.reshape(groups, wt.shape[1], -1)).reshape(wt.shape[0], -1)
     return batch_major(xp, y, x_shape[0], spatial, last)
