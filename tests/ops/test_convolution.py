@@ -41,6 +41,9 @@ CASES = [  # data shape, kernel, stride, pad, dilate, num_filter, num_group, no_
     ((2, 3, 9, 8), (3, 2), (1, 1), (2, 0), (2, 3), 3, 1, False),
     ((2, 3, 5, 9), (1, 5), (1, 1), (0, 2), (1, 1), 2, 1, True),
     ((2, 3, 6, 7), (3, 3), (1, 1), (1, 1), (1, 1), 5, 1, True),  # more filters: col2im
+    # padded to keep their size, dilated or asymmetric: shifted GEMMs in that variant
+    ((2, 3, 9, 8), (3, 3), (1, 1), (2, 2), (2, 2), 3, 1, False),
+    ((1, 2, 7, 9), (5, 3), (1, 1), (2, 1), (1, 1), 4, 1, True),
     ((2, 2, 6, 6), (2, 2), (1, 1), (2, 2), (1, 1), 3, 1, False),
     # channel multiplier 2: grouped, not depthwise
     ((2, 3, 6, 6), (3, 3), (1, 1), (1, 1), (1, 1), 6, 3, False),
@@ -68,11 +71,11 @@ def shifted_data_grad_off(monkeypatch):
 
 def takes_shifted_data_grad(shape, kernel, stride, pad, dilate, ng) -> bool:
     """Whether a layer can run its data gradient as shifted GEMMs (2-D, stride 1,
-    ungrouped, padding within the kernel's reach, kernels up to SHIFTED_MAX_KW wide, not
-    an unpadded 1x1 layer: CASES' are pointwise)."""
+    ungrouped, padded to keep its size, kernels up to SHIFTED_MAX_KW wide, not an unpadded
+    1x1 layer: CASES' are pointwise)."""
     return (len(kernel) == 2 and stride == (1, 1) and ng == 1
             and not (kernel == (1, 1) and not any(pad))
-            and im2col_module.transposed_pad(kernel, stride, dilate, pad) is not None
+            and im2col_module.transposed_pad(kernel, stride, dilate, pad) == tuple(pad)
             and kernel[1] <= conv_module.SHIFTED_MAX_KW)
 
 
@@ -173,7 +176,7 @@ def test_convolution_winograd(ctx, rng, monkeypatch, shape, pad, nf, no_bias, mo
     check_gradient(sym, inputs, ctx)
     assert calls, "the Winograd path was not taken"
     if ctx.device_type == "cpu":
-        assert bool(shifted) == (data_grad == "shifted")
+        assert bool(shifted) == (data_grad == "shifted" and pad == (1, 1))  # "same" only
 
 
 def test_convolution_winograd_float32(rng, monkeypatch):
@@ -311,7 +314,7 @@ def test_convolution_of_a_few_positions_with_a_large_weight(rng):
 
 @pytest.mark.parametrize("shape,kernel,pad,dilate,nf", [
     ((2, 16, 28, 28), (3, 3), (1, 1), (1, 1), 16),  # ResNet-20's first stage
-    ((1, 8, 20, 17), (5, 3), (4, 2), (2, 1), 12),  # dilated, more filters than channels
+    ((1, 8, 20, 17), (5, 3), (4, 1), (2, 1), 12),  # dilated, more filters than channels
     ((2, 64, 7, 7), (3, 3), (1, 1), (1, 1), 64),  # data gradient only: a small map, wide
 ])
 def test_shifted_routes_in_float32(rng, monkeypatch, shape, kernel, pad, dilate, nf):
