@@ -4,6 +4,7 @@
         [--mxnet-python /tmp/mxvenv/bin/python]
     python bench/bench_zoo.py --layers fcn8s [--mxnet-python ...]     # one row per conv layer
     python bench/bench_zoo.py --ops googlenet [--mxnet-python ...]    # one row per op type
+    python bench/bench_zoo.py --batch 32 --nets resnet20_cifar [...]   # at a training batch
 
 Each network of ``tests/fixtures/mxnet/zoo/index.json`` is bound at its fixture shapes (batch 2)
 with the fixtures' parameter recipe, then timed as ``forward(is_train=True)`` + ``backward`` on one
@@ -15,6 +16,10 @@ them; a user's machine does not). MXNet runs with its default oneDNN backend.
 
 ``--layers NET`` times every Convolution / Deconvolution of NET alone (data and weight
 gradients), at the data shape it sees inside NET, forward and backward separately.
+
+``--batch N`` binds the networks with every input's first axis N long instead (shapes inferred
+on each side; the TN-layout RNN graphs then get N time steps, not N sequences): the
+fixtures' batch of 1-2 times per-call overheads more than a training batch does.
 
 ``--ops NET`` splits NET's step by operator type, inside the whole graph: raymod's executor
 steps are timed one by one (median over steps of each type's per-step total); MXNet runs
@@ -126,24 +131,38 @@ def timed(side: Side, fwd, bwd, repeats: int) -> dict:
             "fwd_wall_s": med[2], "bwd_wall_s": med[3], "wall_s": med[2] + med[3]}
 
 
-def net_arrays(params, entry: dict):
+def net_arrays(params, entry: dict, sym=None, batch: int | None = None):
+    """Arguments, auxiliary states and gradient names of a zoo network at its fixture
+    shapes, or with every input's first axis ``batch`` long (shapes inferred from ``sym``;
+    stored inputs repeated to fill it), and the output shapes."""
     import numpy as np
     stored = np.load(ZOO / entry["npz_file"]) if entry.get("npz_file") else {}
-    inputs = {i["name"]: (stored[i["npz"]].astype(np.float32) if "npz" in i else
-                          params.make_input(i["name"], i["shape"], i["recipe"]))
+    arg_shapes, aux_shapes, out_shapes = (entry["arg_shapes"], entry["aux_shapes"],
+                                          entry["out_shapes"])
+    in_shapes = {i["name"]: tuple(i["shape"]) for i in entry["inputs"]}
+    if batch:
+        in_shapes = {n: (batch,) + s[1:] for n, s in in_shapes.items()}
+        args_, outs, auxs = sym.infer_shape(**in_shapes)
+        arg_shapes = dict(zip(sym.list_arguments(), args_))
+        aux_shapes = dict(zip(sym.list_auxiliary_states(), auxs))
+        out_shapes = outs
+    inputs = {i["name"]: (np.resize(stored[i["npz"]].astype(np.float32), in_shapes[i["name"]])
+                          if "npz" in i else
+                          params.make_input(i["name"], in_shapes[i["name"]], i["recipe"]))
               for i in entry["inputs"]}
     args = {n: (inputs[n] if n in inputs else params.make_param(n, s))
-            for n, s in entry["arg_shapes"].items()}
-    aux = {n: params.make_param(n, s) for n, s in entry["aux_shapes"].items()}
+            for n, s in arg_shapes.items()}
+    aux = {n: params.make_param(n, s) for n, s in aux_shapes.items()}
     grads = [n for n in args if n not in inputs] + list(entry.get("grad_inputs", []))
-    return args, aux, grads
+    return args, aux, grads, out_shapes
 
 
-def measure_net(side: Side, params, net: str, entry: dict, repeats: int) -> dict:
+def measure_net(side: Side, params, net: str, entry: dict, repeats: int,
+                batch: int | None = None) -> dict:
     sym = side.load((ZOO / entry["symbol_file"]).read_text())
-    args, aux, grads = net_arrays(params, entry)
+    args, aux, grads, out_shapes = net_arrays(params, entry, sym, batch)
     exe = side.bind(sym, args, grads, aux)
-    heads = [params.head_grad(f"{net}:{i}", s) for i, s in enumerate(entry["out_shapes"])]
+    heads = [params.head_grad(f"{net}:{i}", s) for i, s in enumerate(out_shapes)]
     heads = side.heads(heads)
     return timed(side, lambda: exe.forward(is_train=True), lambda: exe.backward(heads), repeats)
 
@@ -151,10 +170,9 @@ def measure_net(side: Side, params, net: str, entry: dict, repeats: int) -> dict
 def measure_ops(side: Side, params, net: str, entry: dict, repeats: int) -> list[dict]:
     """CPU seconds per step of each operator type of ``net``, forward and backward."""
     sym = side.load((ZOO / entry["symbol_file"]).read_text())
-    args, aux, grads = net_arrays(params, entry)
+    args, aux, grads, out_shapes = net_arrays(params, entry)
     exe = side.bind(sym, args, grads, aux)
-    heads = side.heads([params.head_grad(f"{net}:{i}", s)
-                        for i, s in enumerate(entry["out_shapes"])])
+    heads = side.heads([params.head_grad(f"{net}:{i}", s) for i, s in enumerate(out_shapes)])
 
     def step():
         exe.forward(is_train=True)
@@ -275,7 +293,7 @@ def run_side(args) -> None:
     for net in args.nets.split(","):
         rec = {"side": side.name, "net": net}
         try:
-            rec.update(measure_net(side, params, net, index[net], args.repeats))
+            rec.update(measure_net(side, params, net, index[net], args.repeats, args.batch))
         except Exception as err:  # noqa: BLE001 - a net one side cannot run is reported
             rec["error"] = f"{type(err).__name__}: {err}"[:300]
         print(json.dumps(rec), flush=True)
@@ -313,6 +331,8 @@ def main() -> None:
     ap.add_argument("--layers", default=None, help="time each conv layer of this network")
     ap.add_argument("--ops", default=None, help="split this network's step by operator type")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=None,
+                    help="every input's first axis this long (the fixtures' shapes: 1-2)")
     ap.add_argument("--mxnet-python", default=None,
                     help="python of a venv with mxnet 1.9.1 (e.g. /tmp/mxvenv/bin/python)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per side")
@@ -343,7 +363,8 @@ def main() -> None:
         unknown = [n for n in nets if n not in index]
         if unknown:
             raise SystemExit(f"--nets: {unknown} not in the zoo; known: {sorted(index)}")
-        common += ["--nets", ",".join(nets)]
+        common += ["--nets", ",".join(nets)] + (["--batch", str(args.batch)] if args.batch
+                                                 else [])
         key = "net"
     load = round(os.getloadavg()[0], 2)
     sides = {"raymod": spawn(sys.executable, ["--side", "raymod"] + common, args.timeout, env)}
@@ -357,7 +378,8 @@ def main() -> None:
     names = list(rows["raymod"]) or list(rows.get("mxnet", {}))
     names += [n for n in rows.get("mxnet", {}) if n not in names]
     print(f"\nload average (1 min) at start {load}, at end {round(os.getloadavg()[0], 2)}; "
-          f"one thread; CPU time per forward+backward step, median of {args.repeats}")
+          f"one thread; CPU time per forward+backward step, median of {args.repeats}"
+          + (f"; batch {args.batch}" if args.batch else ""))
     for s, recs in sides.items():
         print(f"{s}: {recs[0].get('version')} BLAS {recs[0].get('blas')}")
     print(f"{key:<28} {'raymod cpu s':>12} {'mxnet cpu s':>12} {'ratio':>7} "
