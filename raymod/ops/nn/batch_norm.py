@@ -1,37 +1,11 @@
 """BatchNorm: normalise each channel by batch statistics (training) or moving ones."""
 from __future__ import annotations
 
-import functools
-import math
-
 import numpy as np
 
 from ...base import ShapeError
 from ..base import Op, Param, merge_shape
-
-
-def _channel_sums(xp, axis: int, a, b=None):
-    """Per-channel sums of ``a`` (or of ``a * b``) over every axis but ``axis``, as products:
-    2-3x faster than ``sum`` over several axes at small maps, 1.5-3x at large ones (numpy's
-    strided reduction against one BLAS matrix-vector or dot product per row; measured, one
-    thread, (2, 128, 4, 4) to (2, 64, 56, 56)). The leading rows add up by ``add.reduce``
-    (the ``sum`` method's Python wrapper is a third of a small map's time)."""
-    lead, chans = math.prod(a.shape[:axis]), a.shape[axis]
-    a3 = a.reshape(lead, chans, -1)
-    if b is None:
-        rows = a3 @ (_ones(a3.shape[2], a.dtype) if xp is np else xp.ones(a3.shape[2], a.dtype))
-    else:
-        rows = xp.matmul(a3[:, :, None, :], b.reshape(lead, chans, -1)[:, :, :, None])
-    rows = rows.reshape(lead, chans)
-    return rows[0] if lead == 1 else xp.add.reduce(rows, 0)
-
-
-@functools.lru_cache(maxsize=64)
-def _ones(n: int, dtype) -> np.ndarray:
-    """A read-only numpy vector of ``n`` ones (made once per length and dtype)."""
-    ones = np.ones(n, dtype=dtype)
-    ones.flags.writeable = False
-    return ones
+from ._channel_sums import channel_sums
 
 
 class BatchNorm(Op):
@@ -117,9 +91,9 @@ class BatchNorm(Op):
             # sums, not mean()/var(): those re-derive the axes and take the mean twice, which
             # dominates at small batches; the centred data is reused for the output
             n = x.size // x.shape[axis]
-            mean = _channel_sums(xp, axis, xc) / n
+            mean = channel_sums(xp, axis, xc) / n
             y = xc - mean.reshape(shape)
-            var = _channel_sums(xp, axis, y, y) / n
+            var = channel_sums(xp, axis, y, y) / n
             m = self.momentum
             moving_mean *= m
             moving_mean += (1 - m) * mean
@@ -147,8 +121,8 @@ class BatchNorm(Op):
         if want_gamma or batch_stats:
             xhat = (x.astype(mean.dtype, copy=False) - mean.reshape(shape)) \
                 * inv_std.reshape(shape)
-            ggamma = _channel_sums(xp, axis, g, xhat)
-        gbeta = _channel_sums(xp, axis, g) if need_grad[2] or batch_stats else None
+            ggamma = channel_sums(xp, axis, g, xhat)
+        gbeta = channel_sums(xp, axis, g) if need_grad[2] or batch_stats else None
         gx = None
         if need_grad[0]:
             scale = (inv_std if self.fix_gamma else gamma * inv_std).reshape(shape)

@@ -342,7 +342,7 @@ class Convolution(Op):
         if route.depthwise:
             grads[0], grads[1] = _depthwise.backward(
                 xp, gy, x, w, self.kernel_, self.stride_, self.dilate_, self.pad_,
-                need_grad[0], need_grad[1])
+                need_grad[0], need_grad[1], self._full_pad)
             return grads
         if route.pointwise:
             grads[0], grads[1] = self._pointwise_backward(xp, gy, x, w, need_grad, into[1])
