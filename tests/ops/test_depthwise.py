@@ -28,16 +28,24 @@ CASES = [  # data shape, kernel, stride, pad, dilate, no_bias
     ((2, 4, 9, 8), (3, 2), (2, 1), (1, 0), (1, 2), True),
     ((2, 3, 11), (3,), (2,), (2,), (2,), False),
     ((1, 2, 4, 5, 4), (2, 3, 2), (1, 2, 1), (1, 0, 1), (1, 1, 1), True),
+    ((2, 3, 8, 9), (3, 2), (1, 1), (2, 1), (2, 2), False),  # stride 1, dilated, asymmetric
 ]
 
 
-@pytest.mark.parametrize("last", [False, True], ids=["channels_first", "channels_last"])
+@pytest.mark.parametrize("layout", ["channels_first", "channels_last", "rows"])
 @pytest.mark.parametrize("shape,kernel,stride,pad,dilate,no_bias", CASES)
-def test_depthwise_layouts(ctx, rng, monkeypatch, last, shape, kernel, stride, pad, dilate,
+def test_depthwise_layouts(ctx, rng, monkeypatch, layout, shape, kernel, stride, pad, dilate,
                            no_bias):
+    """Each working layout, and stride-1 2-D numpy layers along whole rows (``rows``:
+    forward and, where the padding allows, the data gradient)."""
     monkeypatch.setattr(conv_module, "DEPTHWISE_MIN_POSITIONS", 0)
     monkeypatch.setattr(im2col_module, "IM2COL_TAKE_MAX", 0)  # small numpy maps take it too
-    monkeypatch.setattr(_depthwise, "channels_last", lambda channels, out: last)
+    monkeypatch.setattr(_depthwise, "channels_last",
+                        lambda channels, out: layout == "channels_last")
+    monkeypatch.setattr(_depthwise, "ROWS_MIN_WIDTH", 0 if layout == "rows" else 1 << 30)
+    calls = []
+    original = _depthwise._rows_forward
+    monkeypatch.setattr(_depthwise, "_rows_forward", lambda *a: calls.append(1) or original(*a))
     c = shape[1]
     names = ["data", "weight"] + ([] if no_bias else ["bias"])
     sym = op_symbol("Convolution", names, kernel=kernel, stride=stride, pad=pad, dilate=dilate,
@@ -48,6 +56,8 @@ def test_depthwise_layouts(ctx, rng, monkeypatch, last, shape, kernel, stride, p
     check_forward(sym, inputs, lambda data, weight, bias=None: reference_depthwise(
         data, weight, bias, stride, pad, dilate), ctx)
     check_gradient(sym, inputs, ctx)
+    if ctx.device_type == "cpu":
+        assert bool(calls) == (layout == "rows" and len(kernel) == 2 and stride == (1, 1))
 
 
 def test_depthwise_layout_choice():
