@@ -76,13 +76,12 @@ BLOCKED_BACKWARD_MIN = 4 << 20
 
 # A stride-1, ungrouped 2-D layer padded to keep its size ("same": its data gradient is then
 # padded alike; LeNet's unpadded 5x5 layer took 1.3-2.5x as long) runs its data gradient as
-# shifted GEMMs (see _shifted) on maps
-# SHIFTED_MIN_WIDTH to SHIFTED_MAX_WIDTH wide (any width with at most SHIFTED_ANY_WIDTH
-# channels) and with kernels up to SHIFTED_MAX_KW wide, while channels and filters are at most
-# SHIFTED_MAX_CHANNELS (SHIFTED_NARROW_MAX_CHANNELS below SHIFTED_WIDE_FROM columns). Measured
-# against the other routes (numpy, one thread, batch 1-2): 0.37-0.95x inside those bounds;
-# 1.0-1.15x at 7x7 maps of 96-128 channels, 1.1-1.2x on 1x7 kernels and 147x147 maps, 1.0-1.1x
-# with 256 channels.
+# shifted GEMMs (see _shifted) on maps SHIFTED_MIN_WIDTH to SHIFTED_MAX_WIDTH wide (any width
+# with at most SHIFTED_ANY_WIDTH channels) and with kernels up to SHIFTED_MAX_KW wide, while
+# channels and filters are at most SHIFTED_MAX_CHANNELS (SHIFTED_NARROW_MAX_CHANNELS below
+# SHIFTED_WIDE_FROM columns). Measured against the other routes (numpy, one thread): 0.37-0.95x
+# inside those bounds at batch 1-2, 0.29-0.76x at 16-32; 1.0-1.15x at 7x7 maps of 96-128
+# channels, 1.1-1.2x on 1x7 kernels and 147x147 maps, 1.0-1.1x with 256 channels.
 SHIFTED_MIN_WIDTH = 6
 SHIFTED_MAX_WIDTH = 64
 SHIFTED_ANY_WIDTH = 32
@@ -174,9 +173,10 @@ class Convolution(Op):
             blocked = (xp is np and self.num_group == 1 and self._full_pad is not None
                        and self.num_filter <= x_shape[1] <= BLOCKED_BACKWARD_MAX_CHANNELS
                        and size >= BLOCKED_BACKWARD_MIN)
+            winograd_forward = self._winograd(x_shape, out, forward=True)
             winograd_backward = self._winograd(x_shape, out, forward=False) and not blocked
             route = self._routes[key] = _Route(
-                out, self._depthwise(xp, x_shape), self._winograd(x_shape, out, forward=True),
+                out, self._depthwise(xp, x_shape), winograd_forward,
                 winograd_backward, batch_last(out), pointwise, blocked,
                 blocked_forward=(xp is np and self.num_group == 1 and not batch_last(out)
                                  and size >= BLOCKED_FORWARD_MIN
@@ -185,7 +185,7 @@ class Convolution(Op):
                 keep_cols=size <= KEEP_COLS_MAX and not winograd_backward and not blocked,
                 shifted_data_grad=not (blocked or pointwise) and self._shifted(
                     xp, x_shape, over_winograd=winograd_backward),
-                shifted_forward=(not (blocked or pointwise)
+                shifted_forward=(not (blocked or pointwise or winograd_forward)
                                  and self._shifted(xp, x_shape, forward=True)))
         return route
 
