@@ -17,9 +17,10 @@ them; a user's machine does not). MXNet runs with its default oneDNN backend.
 ``--layers NET`` times every Convolution / Deconvolution of NET alone (data and weight
 gradients), at the data shape it sees inside NET, forward and backward separately.
 
-``--batch N`` binds the networks with every input's first axis N long instead (shapes inferred
-on each side; the TN-layout RNN graphs then get N time steps, not N sequences): the
-fixtures' batch of 1-2 times per-call overheads more than a training batch does.
+``--batch N`` binds the networks (or, with ``--layers``, the layers) with every input's first
+axis N long instead (shapes inferred on each side; the TN-layout RNN graphs then get N time
+steps, not N sequences): the fixtures' batch of 1-2 weighs per-call overheads more than a
+training batch does.
 
 ``--ops NET`` splits NET's step by operator type, inside the whole graph: raymod's executor
 steps are timed one by one (median over steps of each type's per-step total); MXNet runs
@@ -229,13 +230,14 @@ def measure_ops(side: Side, params, net: str, entry: dict, repeats: int) -> list
     return sorted(rows, key=lambda r: -r["cpu_s"])
 
 
-def conv_layers(net: str, entry: dict) -> list[dict]:
+def conv_layers(net: str, entry: dict, batch: int | None = None) -> list[dict]:
     """Every Convolution / Deconvolution of ``net``: name, op, attributes, data shape (raymod's
-    shape inference, which follows MXNet's)."""
+    shape inference, which follows MXNet's), at the fixture's batch or ``batch``."""
     import raymod as rm
     graph = json.loads((ZOO / entry["symbol_file"]).read_text())
     internals = rm.sym.load_json(json.dumps(graph)).get_internals()
-    shapes = {i["name"]: tuple(i["shape"]) for i in entry["inputs"]}
+    shapes = {i["name"]: ((batch,) + tuple(i["shape"][1:]) if batch else tuple(i["shape"]))
+              for i in entry["inputs"]}
     _, outs, _ = internals.infer_shape(**shapes)
     by_name = dict(zip(internals.list_outputs(), outs))
     nodes, layers = graph["nodes"], []
@@ -352,8 +354,9 @@ def main() -> None:
         key = "op"
     elif args.layers:
         os.environ.update({k: "1" for k in ONE_THREAD})
-        layers = conv_layers(args.layers, index[args.layers])
-        listing = ROOT / "bench" / "results" / f"zoo_layers_{args.layers}.json"
+        layers = conv_layers(args.layers, index[args.layers], args.batch)
+        suffix = f"_batch{args.batch}" if args.batch else ""
+        listing = ROOT / "bench" / "results" / f"zoo_layers_{args.layers}{suffix}.json"
         listing.parent.mkdir(exist_ok=True)
         listing.write_text(json.dumps(layers))
         common += ["--layer-list", str(listing)]
