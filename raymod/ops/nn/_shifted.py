@@ -1,19 +1,20 @@
-"""A stride-1 2-D data gradient as a few GEMMs over shifted copies of the padded map (numpy).
+"""Stride-1 2-D convolution as a few GEMMs over shifted copies of the padded map (numpy).
 
-A stride-1 layer's data gradient is the forward convolution of the output gradient with the
-flipped, transposed kernel (see :func:`._im2col.transposed_pad`). Laid out row after row,
-a padded ``(Hp, Wp)`` map shifted by ``i*dh*Wp + j*dw`` elements is what kernel offset
-``(i, j)`` reads, if every output row is computed ``Wp`` wide (``Wo`` valid entries, the
-rest cut off at the end). Stacking ``kw`` copies of the map, the ``j``-th shifted left by
-``j*dw`` columns, puts a kernel row's ``kw*C`` inputs in one matrix with one leading
-dimension, so the convolution is ``kh`` products ``(F, kw*C) @ (kw*C, Ho*Wp)`` per sample,
-summed: the map is copied ``kw`` times instead of im2col's ``kh*kw``.
+Laid out row after row, a padded ``(Hp, Wp)`` map shifted by ``i*dh*Wp + j*dw`` elements is
+what kernel offset ``(i, j)`` reads, if every output row is computed ``Wp`` wide (``Wo``
+valid entries, the rest cut off at the end). Stacking ``kw`` copies of the map, the ``j``-th
+shifted left by ``j*dw`` columns, puts a kernel row's ``kw*C`` inputs in one matrix with one
+leading dimension, so the convolution is ``kh`` products ``(F, kw*C) @ (kw*C, Ho*Wp)`` per
+sample, summed: the map is copied ``kw`` times instead of im2col's ``kh*kw``.
 
-That pays where im2col's copy costs about what its product does. Data gradients: up to a
-couple of hundred channels on maps up to 64 wide (measured, numpy, one thread: 0.54-0.95x
-the column routes' time on ResNet's and Inception's layers). Forward passes only with a few
-channels (0.6-0.8x at 8-32), keeping the stacked rows, from which the weight gradient is
-``kh`` products ``(kw*C, Ho*Wp) @ (Ho*Wp, F)`` per sample.
+That pays where im2col's copy costs about what its product does, on layers padded to keep
+their size (Convolution's ``SHIFTED_*`` thresholds say where; measured, numpy, one thread):
+- data gradients, the forward of the output gradient with the flipped, transposed kernel
+  (see :func:`._im2col.transposed_pad`), up to a couple of hundred channels on maps up to
+  64 wide: 0.37-0.95x the column routes' time at batch 1-2, 0.29-0.76x at 16-32;
+- forward passes with 8-32 channels, keeping the stacked rows, from which the weight gradient
+  is ``kh`` products ``(kw*C, Ho*Wp) @ (Ho*Wp, F)`` per sample: forward + backward
+  0.60-0.98x.
 """
 from __future__ import annotations
 
