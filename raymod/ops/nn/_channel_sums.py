@@ -28,7 +28,9 @@ def channel_sums(xp, axis: int, a, b=None):
     else:
         rows = xp.matmul(a3[:, :, None, :], b.reshape(lead, chans, -1)[:, :, :, None])
     rows = rows.reshape(lead, chans)
-    return rows[0] if lead == 1 else xp.add.reduce(rows, 0)
+    if lead == 1:
+        return rows[0]
+    return np.add.reduce(rows, 0) if xp is np else rows.sum(0)  # CuPy: its ufuncs may lack it
 
 
 def _ones(xp, n: int, dtype):
