@@ -388,9 +388,5 @@ def data_grad_as_conv(xp, gy, w, x_shape, kernel, dilate, full_pad, groups: int 
     spatial = tuple(x_shape[2:])
     last = batch_last(spatial)
     cols = im2col(xp, gy, spatial, kernel, (1,) * nd, dilate, full_pad, last)
-    if groups == 1:
-        y = wt @ cols.reshape(wt.shape[1], -1)
-    else:
-        y = xp.matmul(wt.reshape(groups, -1, wt.shape[1]),
-                      cols.reshape(groups, wt.shape[1], -1)).reshape(wt.shape[0], -1)
-    return batch_major(xp, y, x_shape[0], spatial, last)
+    y = xp.matmul(wt.reshape(groups, -1, wt.shape[1]), cols.reshape(groups, wt.shape[1], -1))
+    return batch_major(xp, y.reshape(wt.shape[0], -1), x_shape[0], spatial, last)

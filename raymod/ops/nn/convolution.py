@@ -175,18 +175,20 @@ class Convolution(Op):
                        and size >= BLOCKED_BACKWARD_MIN)
             winograd_forward = self._winograd(x_shape, out, forward=True)
             winograd_backward = self._winograd(x_shape, out, forward=False) and not blocked
+            last = batch_last(out)
+            shifted_forward = (not (blocked or pointwise or winograd_forward)
+                               and self._shifted(xp, x_shape, forward=True))
             route = self._routes[key] = _Route(
                 out, self._depthwise(xp, x_shape), winograd_forward,
-                winograd_backward, batch_last(out), pointwise, blocked,
-                blocked_forward=(xp is np and self.num_group == 1 and not batch_last(out)
+                winograd_backward, last, pointwise, blocked,
+                blocked_forward=(xp is np and self.num_group == 1 and not last
                                  and size >= BLOCKED_FORWARD_MIN
                                  and BLOCKED_FORWARD_BUDGET * math.prod(out) * x_shape[0]
                                  >= BLOCKED_FORWARD_MIN_POSITIONS * size),
                 keep_cols=size <= KEEP_COLS_MAX and not winograd_backward and not blocked,
-                shifted_data_grad=not (blocked or pointwise) and self._shifted(
-                    xp, x_shape, over_winograd=winograd_backward),
-                shifted_forward=(not (blocked or pointwise or winograd_forward)
-                                 and self._shifted(xp, x_shape, forward=True)))
+                shifted_data_grad=shifted_forward or (not (blocked or pointwise) and self._shifted(
+                    xp, x_shape, over_winograd=winograd_backward)),
+                shifted_forward=shifted_forward)
         return route
 
     def _shifted(self, xp, x_shape, forward: bool = False, over_winograd: bool = False) -> bool:
@@ -262,52 +264,45 @@ class Convolution(Op):
                 or _depthwise.channels_last(x_shape[1], out))
 
     def forward(self, xp, inputs, aux, is_train):
-        x, w = inputs[0], inputs[1]
+        y, saved = self._unbiased_forward(xp, inputs[0], inputs[1], is_train)
+        if not self.no_bias:
+            y += inputs[2].reshape((-1,) + (1,) * len(self.kernel_))
+        return [y], saved
+
+    def _unbiased_forward(self, xp, x, w, is_train):
+        """``(N, F, *out)`` without the bias, by this shape's route, and what backward keeps."""
         n, c, g = x.shape[0], x.shape[1], self.num_group
         route = self._route(xp, x.shape)
         out = route.out
         if route.depthwise:
-            y = _depthwise.forward(xp, x, w, out, self.kernel_, self.stride_, self.dilate_,
-                                   self.pad_)
-            if not self.no_bias:
-                y += inputs[2].reshape((1, -1) + (1,) * len(out))
-            return [y], None
+            return _depthwise.forward(xp, x, w, out, self.kernel_, self.stride_, self.dilate_,
+                                      self.pad_), None
         if route.pointwise:
             y = xp.matmul(w.reshape(self.num_filter, c), x.reshape(n, c, -1))
-            if not self.no_bias:
-                y += inputs[2].reshape(-1, 1)
-            return [y.reshape((n, self.num_filter) + out)], None
+            return y.reshape((n, self.num_filter) + out), None
         if route.shifted_forward:
             y, rows = _shifted.forward(x, w, self.dilate_, self.pad_)
-            if not self.no_bias:
-                y += inputs[2].reshape(-1, 1, 1)
-            return [y], (rows if is_train else None)
+            return y, (rows if is_train else None)
         if route.winograd_forward:
             d = _winograd.transform_input(xp, x, self.pad_, out)
             wt = _winograd.transform_weight(xp, w)
             y = _winograd.inverse_output(xp, xp.matmul(wt, d), n, out)
-            if not self.no_bias:
-                y += inputs[2].reshape(-1, 1, 1)
-            return [y], ((d, wt) if is_train else None)
+            return y, ((d, wt) if is_train else None)
         last = route.batch_last
         keep = is_train and route.keep_cols
         if route.blocked_forward and not keep:
-            y = blocked_forward(x, w.reshape(self.num_filter, -1), out, self.kernel_,
-                                self.stride_, self.dilate_, self.pad_, BLOCKED_FORWARD_BUDGET)
-            if not self.no_bias:
-                y += inputs[2].reshape((-1,) + (1,) * len(out))
-            return [y], None
+            return blocked_forward(x, w.reshape(self.num_filter, -1), out, self.kernel_,
+                                   self.stride_, self.dilate_, self.pad_,
+                                   BLOCKED_FORWARD_BUDGET), None
         cols = im2col(xp, x, out, self.kernel_, self.stride_, self.dilate_, self.pad_, last)
         if g == 1:  # sliced when the maps have a few positions (see _skinny_gemm)
             y = _skinny_gemm.times_columns(xp, w.reshape(self.num_filter, -1),
                                            cols.reshape(-1, n * math.prod(out)))
         else:
             y = xp.matmul(grouped(w, g), cols.reshape(g, -1, n * math.prod(out)))
-        y = y.reshape(self.num_filter, -1)
-        if not self.no_bias:
-            y += inputs[2].reshape(-1, 1)
         # the gradients rebuild what Winograd needs from the data, not from these columns
-        return [batch_major(xp, y, n, out, last)], (cols if keep else None)
+        return batch_major(xp, y.reshape(self.num_filter, -1), n, out, last), \
+            (cols if keep else None)
 
     @staticmethod
     def _pointwise_backward(xp, gy, x, w, need_grad, into):
@@ -359,19 +354,15 @@ class Convolution(Op):
                                            self.kernel_, self.stride_, self.dilate_,
                                            self._full_pad, budget)
             return grads
-        if route.shifted_forward:
-            if need_grad[1]:
-                rows = saved or _shifted.stacked_rows(x, self.kernel_, self.dilate_, self.pad_)
-                grads[1] = _shifted.weight_grad(rows, gy, self.kernel_, self.dilate_,
-                                                out=into[1])
-            if need_grad[0]:
-                grads[0] = _shifted.data_grad(gy, w, self.dilate_, self._full_pad)
-            return grads
         if need_grad[0] and route.shifted_data_grad:
             grads[0] = _shifted.data_grad(gy, w, self.dilate_, self._full_pad)
             if not need_grad[1]:
                 return grads
             need_grad = (False,) + tuple(need_grad[1:])
+        if route.shifted_forward:  # the weight gradient from the rows forward stacked
+            rows = saved or _shifted.stacked_rows(x, self.kernel_, self.dilate_, self.pad_)
+            grads[1] = _shifted.weight_grad(rows, gy, self.kernel_, self.dilate_, out=into[1])
+            return grads
         if route.winograd_backward:
             d, wt = saved if route.winograd_forward and saved else (
                 _winograd.transform_input(xp, x, self.pad_, out),
