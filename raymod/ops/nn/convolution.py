@@ -264,45 +264,52 @@ class Convolution(Op):
                 or _depthwise.channels_last(x_shape[1], out))
 
     def forward(self, xp, inputs, aux, is_train):
-        y, saved = self._unbiased_forward(xp, inputs[0], inputs[1], is_train)
-        if not self.no_bias:
-            y += inputs[2].reshape((-1,) + (1,) * len(self.kernel_))
+        bias = None if self.no_bias else inputs[2]
+        y, saved = self._route_forward(xp, inputs[0], inputs[1], bias, is_train)
         return [y], saved
 
-    def _unbiased_forward(self, xp, x, w, is_train):
-        """``(N, F, *out)`` without the bias, by this shape's route, and what backward keeps."""
+    def _biased(self, y, bias):
+        """``y`` (N, F, *out) plus ``bias`` (in place), if there is one."""
+        if bias is not None:
+            y += bias.reshape((-1,) + (1,) * len(self.kernel_))
+        return y
+
+    def _route_forward(self, xp, x, w, bias, is_train):
+        """``(N, F, *out)`` by this shape's route, and what backward keeps."""
         n, c, g = x.shape[0], x.shape[1], self.num_group
         route = self._route(xp, x.shape)
         out = route.out
         if route.depthwise:
-            return _depthwise.forward(xp, x, w, out, self.kernel_, self.stride_, self.dilate_,
-                                      self.pad_), None
+            return self._biased(_depthwise.forward(xp, x, w, out, self.kernel_, self.stride_,
+                                                   self.dilate_, self.pad_), bias), None
         if route.pointwise:
             y = xp.matmul(w.reshape(self.num_filter, c), x.reshape(n, c, -1))
-            return y.reshape((n, self.num_filter) + out), None
+            return self._biased(y.reshape((n, self.num_filter) + out), bias), None
         if route.shifted_forward:
             y, rows = _shifted.forward(x, w, self.dilate_, self.pad_)
-            return y, (rows if is_train else None)
+            return self._biased(y, bias), (rows if is_train else None)
         if route.winograd_forward:
             d = _winograd.transform_input(xp, x, self.pad_, out)
             wt = _winograd.transform_weight(xp, w)
             y = _winograd.inverse_output(xp, xp.matmul(wt, d), n, out)
-            return y, ((d, wt) if is_train else None)
+            return self._biased(y, bias), ((d, wt) if is_train else None)
         last = route.batch_last
         keep = is_train and route.keep_cols
         if route.blocked_forward and not keep:
-            return blocked_forward(x, w.reshape(self.num_filter, -1), out, self.kernel_,
-                                   self.stride_, self.dilate_, self.pad_,
-                                   BLOCKED_FORWARD_BUDGET), None
+            y = blocked_forward(x, w.reshape(self.num_filter, -1), out, self.kernel_,
+                                self.stride_, self.dilate_, self.pad_, BLOCKED_FORWARD_BUDGET)
+            return self._biased(y, bias), None
         cols = im2col(xp, x, out, self.kernel_, self.stride_, self.dilate_, self.pad_, last)
         if g == 1:  # sliced when the maps have a few positions (see _skinny_gemm)
             y = _skinny_gemm.times_columns(xp, w.reshape(self.num_filter, -1),
                                            cols.reshape(-1, n * math.prod(out)))
         else:
             y = xp.matmul(grouped(w, g), cols.reshape(g, -1, n * math.prod(out)))
+        y = y.reshape(self.num_filter, -1)
+        if bias is not None:  # in the (F, N*L) layout, whose rows are long: an output row
+            y += bias.reshape(-1, 1)  # can be a 2x2 map (4x the time at batch 32)
         # the gradients rebuild what Winograd needs from the data, not from these columns
-        return batch_major(xp, y.reshape(self.num_filter, -1), n, out, last), \
-            (cols if keep else None)
+        return batch_major(xp, y, n, out, last), (cols if keep else None)
 
     @staticmethod
     def _pointwise_backward(xp, gy, x, w, need_grad, into):
