@@ -409,11 +409,15 @@ class Executor:
                                  f"was bound with {tuple(target.shape)} (use reshape)")
             target[...] = xp.asarray(value)
         vals, saved, aux, monitor = self._values, self._saved, self._aux_plain, self._monitor
+        # what ops save for backward (BatchNorm: its centred data) is dropped at once by an
+        # executor with nothing to differentiate, as the values inference frees are
+        keep_saved = self._keep_for_backward
         with self._ctx.scope():
             for i, (forward, inputs, outputs, aux_ids, st, free_infer, free_train) in \
                     enumerate(self._forward_steps):
-                outs, saved[i] = forward(xp, [vals[s] for s in inputs],
-                                         [aux[k] for k in aux_ids] if aux_ids else [], is_train)
+                outs, kept = forward(xp, [vals[s] for s in inputs],
+                                     [aux[k] for k in aux_ids] if aux_ids else [], is_train)
+                saved[i] = kept if keep_saved else None
                 for s, o in zip(outputs, outs):
                     vals[s] = o
                 if monitor is not None:

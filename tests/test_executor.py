@@ -71,6 +71,17 @@ def test_backward_after_inference_forward_of_batch_norm_is_the_inference_gradien
     assert_array_equal(ex.aux_dict["bn_moving_mean"], mean)
 
 
+def test_an_executor_with_nothing_to_differentiate_keeps_nothing_for_backward(ctx):
+    # BatchNorm saves its centred data for backward: a whole activation per layer, which an
+    # inference-only executor must not hold between calls
+    net = rm.sym.BatchNorm(rm.sym.Variable("data"), fix_gamma=False, name="bn")
+    for grad_req, kept in (("null", False), ("write", True)):
+        ex = net.simple_bind(ctx, data=(3, 4), grad_req=grad_req)
+        for is_train in (False, True):
+            ex.forward(is_train=is_train, data=X)
+            assert any(s is not None for s in ex._saved) == kept
+
+
 def test_backward_needs_some_forward_first(ctx):
     ex = rm.sym.Dropout(rm.sym.Variable("data"), p=0.5).simple_bind(ctx, data=(3, 4))
     with pytest.raises(MXNetError, match="forward"):

@@ -1,0 +1,50 @@
+"""Per-channel sums (BatchNorm's statistics, depthwise weight gradients) against the formula."""
+import numpy as np
+import pytest
+
+from raymod.context import as_numpy
+from raymod.ops.nn import _channel_sums
+from raymod.ops.nn._channel_sums import channel_sums
+from raymod.test_utils import assert_almost_equal
+
+CASES = [  # shape, channel axis: every branch of channel_sums
+    ((2, 3, 4, 5), 1),    # rows of 20: short (multiplied out, one product)
+    ((1, 4, 21, 20), 1),  # one leading row of 420: a batched dot per row
+    ((3, 2, 25, 17), 1),  # several leading rows of 425
+    ((2, 5, 7), 2),       # channels last
+    ((6, 4), 1),          # (N, C): channels last too
+    ((4, 3, 6), 0),       # channels first: no leading axes
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,axis", CASES)
+def test_channel_sums(ctx, rng, shape, axis, dtype):
+    """``sum(a)`` and ``sum(a * b)`` over every axis but ``axis``."""
+    xp = ctx.xp
+    a, b = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
+    others = tuple(i for i in range(len(shape)) if i != axis)
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    got = channel_sums(xp, axis, xp.asarray(a))
+    assert got.shape == (shape[axis],) and got.dtype == dtype
+    assert_almost_equal(as_numpy(got), a.sum(others, dtype=np.float64), rtol=rtol, atol=rtol)
+    got = channel_sums(xp, axis, xp.asarray(a), xp.asarray(b))
+    assert_almost_equal(as_numpy(got), (a.astype(np.float64) * b).sum(others), rtol=rtol,
+                        atol=rtol)
+
+
+def test_long_and_short_rows_take_their_branches(monkeypatch):
+    """Rows from ``ROW_DOT_MIN`` long take the batched dot; shorter ones the product."""
+    a = np.ones((2, 3, 20), np.float32)
+    for limit, batched in ((21, False), (20, True)):
+        monkeypatch.setattr(_channel_sums, "ROW_DOT_MIN", limit)
+        calls = []
+        real = np.matmul
+
+        def spy(x, y, *args, **kw):
+            calls.append(x.ndim)
+            return real(x, y, *args, **kw)
+        monkeypatch.setattr(_channel_sums.np, "matmul", spy)
+        assert_almost_equal(channel_sums(np, 1, a, a), np.full(3, 40.0, np.float32))
+        monkeypatch.setattr(_channel_sums.np, "matmul", real)
+        assert bool(calls) == batched
