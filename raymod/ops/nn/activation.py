@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..base import ElementwiseOp, Param
+from ._relu import relu
 
 # act_type -> backward needs the output (True) or the input (False)
 _USES_OUTPUT = {"relu": True, "sigmoid": True, "tanh": True, "softrelu": False, "softsign": False}
@@ -25,7 +26,7 @@ class Activation(ElementwiseOp):
     def forward(self, xp, inputs, aux, is_train):
         x, act = inputs[0], self.act_type
         if act == "relu":
-            y = xp.maximum(x, 0)
+            y = relu(xp, x)
         elif act == "sigmoid":
             y = 1 / (1 + xp.exp(-x))
         elif act == "tanh":

@@ -1,0 +1,32 @@
+"""ReLU on numpy as a maximum against shared read-only zeros instead of a scalar zero.
+
+numpy's ``maximum`` against a scalar runs a loop that is 2.2-2.8x slower than its loop over
+two contiguous arrays, from 16 K to 1 M float32 values and still 1.2x at 4 M (measured, numpy
+2.4, one thread). The zeros are one buffer per dtype, grown to the largest input seen up to
+``SHARED_ZEROS_MAX`` values and never written, so its pages stay the kernel's shared zero page.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: inputs up to this many values use the shared zeros; larger ones gain too little for the memory
+SHARED_ZEROS_MAX = 1 << 22
+
+_ZEROS: dict = {}
+
+
+def relu(xp, x):
+    """``maximum(x, 0)``; NaN stays NaN, as in ``maximum``."""
+    if xp is not np or x.size > SHARED_ZEROS_MAX or not x.flags.c_contiguous \
+            or x.dtype.kind != "f":
+        return xp.maximum(x, 0)
+    return np.maximum(x, _zeros(x.size, x.dtype).reshape(x.shape))
+
+
+def _zeros(n: int, dtype) -> np.ndarray:
+    buf = _ZEROS.get(dtype)
+    if buf is None or buf.size < n:
+        buf = np.zeros(min(SHARED_ZEROS_MAX, 1 << max(n - 1, 1).bit_length()), dtype)
+        buf.flags.writeable = False
+        _ZEROS[dtype] = buf
+    return buf[:n]
