@@ -52,6 +52,8 @@ CASES = [  # data shape, kernel, stride, pad, dilate, num_filter, num_group, no_
     ((2, 2, 6, 29), (3, 2), (2, 2), (1, 1), (1, 2), 3, 1, True),
     # 1x1, stride 1, unpadded, at least 16 positions: per-sample products (pointwise)
     ((3, 3, 5, 4), (1, 1), (1, 1), (0, 0), (1, 1), 4, 1, False),
+    # fewer filters than channels on a long map: the weight gradient as x g^T, transposed
+    ((2, 5, 9, 8), (1, 1), (1, 1), (0, 0), (1, 1), 2, 1, False),
     ((2, 2, 3, 3, 2), (1, 1, 1), (1, 1, 1), (0, 0, 0), (1, 1, 1), 3, 1, True),
 ]
 

@@ -23,9 +23,10 @@ COL2IM_BINCOUNT_MAX = 1 << 18
 # im2col of small numpy maps (batch last, see batch_last) up to this many column elements
 # is one take over the same cached indices
 IM2COL_TAKE_MAX = 1 << 18
-# where times_transposed swaps its product (see there)
-TRANSPOSED_PRODUCT_MAX = 1 << 15
+# where times_transposed swaps its product (see there): K at least this, and at least
+# M * M / TRANSPOSED_PRODUCT_K_PER_M2
 TRANSPOSED_PRODUCT_MIN_K = 64
+TRANSPOSED_PRODUCT_K_PER_M2 = 16
 
 CONV_PARAMS = {
     "kernel": Param("shape", doc="kernel size: (w,), (h, w) or (d, h, w)"),
@@ -330,18 +331,24 @@ def grouped(w, groups: int):
     return w.reshape(groups, w.shape[0] // groups, -1)
 
 
+def swaps_product(m: int, n: int, k: int) -> bool:
+    """Whether ``a @ b^T`` of an ``(M, K)`` and an ``(N, K)`` matrix runs faster as
+    ``(b @ a^T)^T`` (see :func:`times_transposed`)."""
+    return m < n and k >= max(TRANSPOSED_PRODUCT_MIN_K, m * m / TRANSPOSED_PRODUCT_K_PER_M2)
+
+
 def times_transposed(xp, a, b, out=None):
     """``a @ b^T`` for matrix stacks ``(G, M, K)`` and ``(G, N, K)`` (a weight gradient: K is
     the batch-times-positions axis), written into ``out`` (a contiguous ``(G, M, N)`` array)
     when it is given.
 
-    With a small result and a long K it is computed as ``(b @ a^T)^T``, the larger matrix
-    first: OpenBLAS runs that 1.2-1.9x faster when ``M < N`` (measured, one thread: 0.57x the
-    time at M=16, N=144, K=392; 0.84x at 32 x 800 x 98). The transpose copy of the result
-    costs more than that saves once the result is large or K short (1.5x at 64 x 576 x 32).
+    With few rows in ``a`` and a long K it is computed as ``(b @ a^T)^T``, the larger matrix
+    first, which OpenBLAS runs faster; the transpose copy of the result costs more than that
+    saves once M is large against K. Measured (one thread, N 576-4608, K 32-1568): the swap
+    takes 0.69-0.86x the time at M=32 from K=98, 0.82-0.94x at M=64 from K=392 (1.02-1.04x at
+    98), 0.94x at M=128 and K=1568 (1.02-1.19x below); 1.1-7x at M=256-512 or K=32.
     """
-    m, n, k = a.shape[1], b.shape[1], a.shape[2]
-    if m < n and m * n <= TRANSPOSED_PRODUCT_MAX and k >= TRANSPOSED_PRODUCT_MIN_K:
+    if swaps_product(a.shape[1], b.shape[1], a.shape[2]):
         product = xp.matmul(b, a.swapaxes(1, 2)).swapaxes(1, 2)
         if out is None:
             return xp.ascontiguousarray(product)

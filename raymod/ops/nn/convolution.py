@@ -12,7 +12,7 @@ from ..base import Op
 from ._im2col import (CONV_PARAMS, batch_last, batch_major, blocked_forward,
                       blocked_weight_grad, channel_major, check_conv_attrs, col2im, cols_size,
                       conv_out_size, data_batch_channels, data_grad_as_conv, flipped_transpose,
-                      grouped, im2col, times_transposed, transposed_pad)
+                      grouped, im2col, swaps_product, times_transposed, transposed_pad)
 from . import _depthwise, _im2col, _shifted, _skinny_gemm, _winograd
 
 # Depthwise layers with fewer output positions (batch times map) use the grouped GEMM.
@@ -321,10 +321,21 @@ class Convolution(Op):
         dw = None
         if need_grad[1]:
             x3 = x.reshape(n, c, -1)
-            dw = xp.matmul(g3[0], x3[0].T, out=None if into is None else into.reshape(f, c))
+            target = None if into is None else into.reshape(f, c)
+            # a sum of per-sample products, each (C, F) = x g^T where that runs faster (few
+            # filters, long maps: 0.65-0.89x the time; see swaps_product)
+            swap = swaps_product(f, c, x3.shape[2])
+            a, b = (x3, g3) if swap else (g3, x3)
+            dw = xp.matmul(a[0], b[0].T, out=None if swap else target)
             term = xp.empty_like(dw) if n > 1 else None
-            for i in range(1, n):  # a sum of per-sample products: no transposed copies
-                dw += xp.matmul(g3[i], x3[i].T, out=term)
+            for i in range(1, n):
+                dw += xp.matmul(a[i], b[i].T, out=term)
+            if swap:
+                if target is None:
+                    dw = xp.ascontiguousarray(dw.T)
+                else:
+                    target[...] = dw.T
+                    dw = target
             dw = dw.reshape(w.shape)
         return dx, dw
 
