@@ -109,6 +109,17 @@ def test_max_pooling_gradient_with_ties_in_overlapping_windows(ctx, rng, shape, 
                                   reference_max_grad(x, gy, kernel, stride, pad))
 
 
+@pytest.mark.parametrize("dtype,rtol", [(np.float32, 1e-6), (np.float16, 2e-3)])
+@pytest.mark.parametrize("kind", ["avg", "sum"])
+def test_global_sums_keep_the_dtype(ctx, rng, kind, dtype, rtol):
+    """float32 sums as a matrix-vector product; float16 through numpy's own sums."""
+    sym = op_symbol("Pooling", ["data"], global_pool=True, kernel=(1, 1), pool_type=kind)
+    x = rng.standard_normal((2, 5, 3, 7)).astype(dtype)
+    ref = reference_pool(x.astype(np.float64), (3, 7), (1, 1), (0, 0), kind)
+    out = check_forward(sym, {"data": x}, [ref], ctx, rtol=rtol, atol=rtol)
+    assert out[0].dtype == dtype
+
+
 def test_pooling_shapes_and_errors(rng):
     sym = op_symbol("Pooling", ["data"], kernel=(3, 3), stride=(2, 2), pooling_convention="full")
     assert sym.infer_shape(data=(2, 3, 6, 6))[1] == [(2, 3, 3, 3)]

@@ -29,17 +29,17 @@ def channel_sums(xp, axis: int, a, b=None):
     lead, chans = math.prod(shape[:axis]), shape[axis]
     if axis == len(shape) - 1:
         terms = a if b is None else a * b
-        return _ones(xp, lead, a.dtype) @ terms.reshape(lead, chans)
+        return ones_vector(xp, lead, a.dtype) @ terms.reshape(lead, chans)
     a3 = a.reshape(lead, chans, -1)
     length = a3.shape[2]
     if b is None:
-        rows = a3 @ _ones(xp, length, a.dtype)
+        rows = a3 @ ones_vector(xp, length, a.dtype)
     elif length < ROW_DOT_MIN:
-        rows = xp.multiply(a3, b.reshape(a3.shape)) @ _ones(xp, length, a.dtype)
+        rows = xp.multiply(a3, b.reshape(a3.shape)) @ ones_vector(xp, length, a.dtype)
     else:
         rows = xp.matmul(a3[:, :, None, :], b.reshape(lead, chans, length, 1))
         rows = rows.reshape(lead, chans)
-    return rows[0] if lead == 1 else _ones(xp, lead, a.dtype) @ rows
+    return rows[0] if lead == 1 else ones_vector(xp, lead, a.dtype) @ rows
 
 
 #: read-only numpy vectors of ones by (length, dtype); a plain dict, since an ``lru_cache``
@@ -48,8 +48,9 @@ _NUMPY_ONES: dict = {}
 _NUMPY_ONES_MAX = 256
 
 
-def _ones(xp, n: int, dtype):
-    """A vector of ``n`` ones; numpy's are made once per length and dtype, read-only."""
+def ones_vector(xp, n: int, dtype):
+    """A vector of ``n`` ones; numpy's are made once per length and dtype, read-only (sums
+    as matrix-vector products: here, and global average pooling)."""
     if xp is not np:
         return xp.ones(n, dtype=dtype)
     ones = _NUMPY_ONES.get((n, dtype))

@@ -10,6 +10,7 @@ import numpy as np
 from ...base import AttributeValueError, ShapeError
 from ..base import Op, Param
 from ..padding import constant_pad
+from ._channel_sums import ones_vector
 from ._im2col import LAYOUTS, check_layout, spatial_attr
 
 # Max pooling's gradient finds each window's first maximum from a bit code of its equal
@@ -287,8 +288,16 @@ class Pooling(Op):
         kind = self.pool_type
         if self._whole(x.shape[2:], geom):
             r = x.reshape(x.shape[0], x.shape[1], -1)
-            y = (r.max(-1) if kind == "max" else r.mean(-1) if kind == "avg" else
-                 r.sum(-1) if kind == "sum" else self._root(xp, (r ** self.p_value).sum(-1)))
+            if kind in ("avg", "sum") and x.dtype in (np.float32, np.float64):
+                # one matrix-vector product: numpy's sum or mean over a short last axis pays
+                # per row (7-15x the time at (2, 1024, 2x2 to 7x7) and (32, 2048, 7x7))
+                y = r @ ones_vector(xp, r.shape[2], x.dtype)
+                if kind == "avg":
+                    y /= r.shape[2]
+            else:
+                y = (r.max(-1) if kind == "max" else r.mean(-1) if kind == "avg" else
+                     r.sum(-1) if kind == "sum" else
+                     self._root(xp, (r ** self.p_value).sum(-1)))
             y = y.reshape(x.shape[:2] + (1,) * (x.ndim - 2))
         elif self._box(xp, geom):
             y = _box_reduce(self._padded(xp, x, geom, 0), geom[0])
@@ -389,7 +398,7 @@ class Pooling(Op):
             r = x.reshape(n, c, -1)
             return (self._lp_scale(xp, g, y.reshape(n, c, 1)) * r ** (self.p_value - 1)
                     ).reshape(shape)
-        gx = xp.empty((n, c, math.prod(shape[2:])), dtype=gy.dtype)
-        gx[...] = g / gx.shape[-1] if kind == "avg" else g
-        return gx.reshape(shape)
+        size = math.prod(shape[2:])
+        # repeat: a broadcast assignment pays per short row (1.2-1.3x the time)
+        return xp.repeat(g / size if kind == "avg" else g, size, axis=2).reshape(shape)
 
