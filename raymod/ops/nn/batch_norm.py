@@ -44,6 +44,7 @@ class BatchNorm(Op):
     def check(self) -> None:
         # backward reads the centred data it saved, not the input: gamma is all it keeps
         self.retain_inputs = () if self.fix_gamma else (1,)
+        self._layouts: dict[int, tuple] = {}  # see _layout
 
     def num_visible_outputs(self) -> int:
         return 3 if self.output_mean_var else 1
@@ -78,18 +79,23 @@ class BatchNorm(Op):
         param = np.dtype("float32") if data == np.float16 else data
         return [data, param, param], [data, param, param], [param, param]
 
-    def _stat_shape(self, x):
-        shape = [1] * x.ndim
-        shape[self._axis(x.ndim)] = -1
-        return shape
+    def _layout(self, ndim: int) -> tuple:
+        """The channel axis of ``ndim``-dim data and the shape that broadcasts a per-channel
+        vector along it; kept per ``ndim`` (small maps' steps are a few microseconds)."""
+        layout = self._layouts.get(ndim)
+        if layout is None:
+            axis = self._axis(ndim)
+            shape = [1] * ndim
+            shape[axis] = -1
+            layout = self._layouts[ndim] = (axis, tuple(shape))
+        return layout
 
     def forward(self, xp, inputs, aux, is_train):
         x, gamma, beta = inputs
         moving_mean, moving_var = aux
-        axis = self._axis(x.ndim)
-        xc = x.astype(gamma.dtype, copy=False)  # float16 data: compute in float32
+        axis, shape = self._layout(x.ndim)
+        xc = x if x.dtype == gamma.dtype else x.astype(gamma.dtype)  # float16: in float32
         batch_stats = is_train and not self.use_global_stats
-        shape = self._stat_shape(x)
         if batch_stats:
             # sums, not mean()/var(): those re-derive the axes and take the mean twice, which
             # dominates at small batches
@@ -110,18 +116,20 @@ class BatchNorm(Op):
         inv_std = var + self.eps
         xp.sqrt(inv_std, out=inv_std)
         xp.reciprocal(inv_std, out=inv_std)
-        scale = inv_std if self.fix_gamma else gamma * inv_std
-        y = centred * scale.reshape(shape)
+        y = centred * (inv_std if self.fix_gamma else gamma * inv_std).reshape(shape)
         y += beta.reshape(shape)
+        if y.dtype != x.dtype:
+            y = y.astype(x.dtype)
         # backward reads the centred data, which takes the input's place in memory
-        return [y.astype(x.dtype, copy=False), mean, inv_std], (centred, inv_std, batch_stats)
+        return [y, mean, inv_std], (centred, inv_std, batch_stats)
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
         gamma = inputs[1]
         centred, inv_std, used_batch_stats = saved
-        axis = self._axis(centred.ndim)
-        shape = self._stat_shape(centred)
-        g = out_grads[0].astype(centred.dtype, copy=False)
+        axis, shape = self._layout(centred.ndim)
+        g = out_grads[0]
+        if g.dtype != centred.dtype:
+            g = g.astype(centred.dtype)
         # after an inference forward the statistics were the moving ones: constants
         batch_stats = need_grad[0] and used_batch_stats
         want_gamma = need_grad[1] and not self.fix_gamma
@@ -142,7 +150,8 @@ class BatchNorm(Op):
                 gx *= scale.reshape(shape)
             else:  # moving statistics are constants
                 gx = g * scale.reshape(shape)
-            gx = gx.astype(out_grads[0].dtype, copy=False)
+            if gx.dtype != out_grads[0].dtype:
+                gx = gx.astype(out_grads[0].dtype)
         if need_grad[1] and self.fix_gamma:
             ggamma = xp.zeros_like(inv_std)
         return [gx, ggamma if need_grad[1] else None, gbeta if need_grad[2] else None]
