@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from raymod.base import ShapeError
+from raymod.ops.nn import batch_norm
 from raymod.context import as_numpy
 from raymod.test_utils import assert_almost_equal, bind, check_gradient, op_symbol
 
@@ -16,8 +17,17 @@ def _inputs(rng, shape, axis):
     return inputs, aux
 
 
+@pytest.fixture(params=["broadcast", "repeated"])
+def operands(request, monkeypatch):
+    """Per-channel operands broadcast as (C, 1, ...), or repeated over each sample's
+    positions (numpy's large data: every size here)."""
+    if request.param == "repeated":
+        monkeypatch.setattr(batch_norm, "REPEAT_MIN_SIZE", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("axis,fix_gamma", [(1, False), (1, True), (-1, False)])
-def test_batch_norm_forward_and_moving_stats(ctx, rng, axis, fix_gamma):
+def test_batch_norm_forward_and_moving_stats(ctx, rng, operands, axis, fix_gamma):
     sym = op_symbol("BatchNorm", NAMES, axis=axis, fix_gamma=fix_gamma, output_mean_var=True,
                     eps=1e-3, momentum=0.8)
     inputs, aux = _inputs(rng, (4, 3, 5), axis)
@@ -45,7 +55,7 @@ def test_batch_norm_forward_and_moving_stats(ctx, rng, axis, fix_gamma):
 
 @pytest.mark.parametrize("use_global_stats", [False, True])
 @pytest.mark.parametrize("fix_gamma", [False, True])
-def test_batch_norm_gradient(ctx, rng, use_global_stats, fix_gamma):
+def test_batch_norm_gradient(ctx, rng, operands, use_global_stats, fix_gamma):
     sym = op_symbol("BatchNorm", NAMES, fix_gamma=fix_gamma, use_global_stats=use_global_stats)
     inputs, aux = _inputs(rng, (3, 2, 2, 3), 1)
     grads = check_gradient(sym, inputs, ctx, aux=aux)
