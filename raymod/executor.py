@@ -412,6 +412,7 @@ class Executor:
         # what ops save for backward (BatchNorm: its centred data) is dropped at once by an
         # executor with nothing to differentiate, as the values inference frees are
         keep_saved = self._keep_for_backward
+        train_frees = is_train or keep_saved
         with self._ctx.scope():
             for i, (forward, inputs, outputs, aux_ids, st, free_infer, free_train) in \
                     enumerate(self._forward_steps):
@@ -422,7 +423,7 @@ class Executor:
                     vals[s] = o
                 if monitor is not None:
                     self._report(st, outs)
-                for s in free_train if is_train or self._keep_for_backward else free_infer:
+                for s in free_train if train_frees else free_infer:
                     vals[s] = None
         self._forwarded = True
         ctx = self._ctx
@@ -461,19 +462,25 @@ class Executor:
                                        for s, loss in zip(plan.head_slots, self._loss_heads)]
             for s, g in zip(plan.head_slots, self._head_defaults):
                 grads[s] = g
+        monitor = self._monitor
         with self._ctx.scope():
             for (i, backward, outputs, is_loss, kept_in, kept_out, need_grad, grad_inputs,
                  extra) in self._backward_steps:
-                ogs = [grads[s] for s in outputs]
-                if not is_loss and any(g is None for g in ogs):
-                    if all(g is None for g in ogs):
+                if len(outputs) == 1:  # most ops: no generator expressions to run
+                    ogs = [grads[outputs[0]]]
+                    if ogs[0] is None and not is_loss:
                         continue
-                    ogs = [self._missing_grad(s) if g is None else g
-                           for s, g in zip(outputs, ogs)]
+                else:
+                    ogs = [grads[s] for s in outputs]
+                    if not is_loss and any(g is None for g in ogs):
+                        if all(g is None for g in ogs):
+                            continue
+                        ogs = [self._missing_grad(s) if g is None else g
+                               for s, g in zip(outputs, ogs)]
                 in_grads = backward(xp, ogs, [vals[s] for s in kept_in],
                                     [vals[s] for s in kept_out], saved[i], list(need_grad),
                                     **extra)
-                if self._monitor is not None:
+                if monitor is not None:
                     self._report_backward(plan.steps[i], in_grads)
                 for k, s in grad_inputs:
                     g = in_grads[k]
