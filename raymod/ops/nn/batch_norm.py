@@ -10,8 +10,9 @@ from ..base import Op, Param, merge_shape
 from ._channel_sums import channel_sums
 
 #: numpy data from this many values takes its per-channel operands repeated over each
-#: sample's positions: a broadcast along short rows pays per row (0.52-0.66x the time at
-#: (16-32, 64-512, 56x56-7x7), 0.85x at (2, 96-1024, 28x28-2x2); 1.36x at (2, 64, 7, 7))
+#: sample's positions: a broadcast along short rows pays per row (a product takes 0.52-0.66x
+#: the time at (16-32, 64-512, 56x56-7x7), 0.86x at (2, 96-256, 28x28-14x14); 1.36x at
+#: (2, 64, 7, 7), which keeps the broadcast)
 REPEAT_MIN_SIZE = 1 << 15
 
 
@@ -31,10 +32,9 @@ class BatchNorm(Op):
     parameters and statistics. ``cudnn_off`` and the calibration ranges are accepted and ignored.
 
     Backward keeps the centred data ``data - mean`` in place of ``data`` (the same memory,
-    and two passes fewer than centring it again), ``gamma`` (unless
-    ``fix_gamma``), the inverse standard deviation, and whether the statistics were the
-    batch's: after an inference forward they are the moving statistics, which the gradient
-    treats as constants.
+    and two passes fewer than centring it again), ``gamma`` (unless ``fix_gamma``), the
+    inverse standard deviation, and whether the statistics were the batch's: after an
+    inference forward they are the moving statistics, which the gradient treats as constants.
     """
 
     name = "BatchNorm"
