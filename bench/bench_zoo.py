@@ -132,6 +132,12 @@ def timed(side: Side, fwd, bwd, repeats: int) -> dict:
             "fwd_wall_s": med[2], "bwd_wall_s": med[3], "wall_s": med[2] + med[3]}
 
 
+def input_shapes(entry: dict, batch: int | None = None) -> dict:
+    """A zoo network's input shapes: the fixture's, or with the first axis ``batch`` long."""
+    return {i["name"]: ((batch,) if batch else tuple(i["shape"][:1])) + tuple(i["shape"][1:])
+            for i in entry["inputs"]}
+
+
 def net_arrays(params, entry: dict, sym=None, batch: int | None = None):
     """Arguments, auxiliary states and gradient names of a zoo network at its fixture
     shapes, or with every input's first axis ``batch`` long (shapes inferred from ``sym``;
@@ -140,9 +146,8 @@ def net_arrays(params, entry: dict, sym=None, batch: int | None = None):
     stored = np.load(ZOO / entry["npz_file"]) if entry.get("npz_file") else {}
     arg_shapes, aux_shapes, out_shapes = (entry["arg_shapes"], entry["aux_shapes"],
                                           entry["out_shapes"])
-    in_shapes = {i["name"]: tuple(i["shape"]) for i in entry["inputs"]}
+    in_shapes = input_shapes(entry, batch)
     if batch:
-        in_shapes = {n: (batch,) + s[1:] for n, s in in_shapes.items()}
         args_, outs, auxs = sym.infer_shape(**in_shapes)
         arg_shapes = dict(zip(sym.list_arguments(), args_))
         aux_shapes = dict(zip(sym.list_auxiliary_states(), auxs))
@@ -158,22 +163,24 @@ def net_arrays(params, entry: dict, sym=None, batch: int | None = None):
     return args, aux, grads, out_shapes
 
 
-def measure_net(side: Side, params, net: str, entry: dict, repeats: int,
-                batch: int | None = None) -> dict:
+def bound_net(side: Side, params, net: str, entry: dict, batch: int | None = None):
+    """``net`` bound on ``side`` for training (see :func:`net_arrays`), and its head
+    gradients."""
     sym = side.load((ZOO / entry["symbol_file"]).read_text())
     args, aux, grads, out_shapes = net_arrays(params, entry, sym, batch)
     exe = side.bind(sym, args, grads, aux)
-    heads = [params.head_grad(f"{net}:{i}", s) for i, s in enumerate(out_shapes)]
-    heads = side.heads(heads)
+    return exe, side.heads([params.head_grad(f"{net}:{i}", s) for i, s in enumerate(out_shapes)])
+
+
+def measure_net(side: Side, params, net: str, entry: dict, repeats: int,
+                batch: int | None = None) -> dict:
+    exe, heads = bound_net(side, params, net, entry, batch)
     return timed(side, lambda: exe.forward(is_train=True), lambda: exe.backward(heads), repeats)
 
 
 def measure_ops(side: Side, params, net: str, entry: dict, repeats: int) -> list[dict]:
     """CPU seconds per step of each operator type of ``net``, forward and backward."""
-    sym = side.load((ZOO / entry["symbol_file"]).read_text())
-    args, aux, grads, out_shapes = net_arrays(params, entry)
-    exe = side.bind(sym, args, grads, aux)
-    heads = side.heads([params.head_grad(f"{net}:{i}", s) for i, s in enumerate(out_shapes)])
+    exe, heads = bound_net(side, params, net, entry)
 
     def step():
         exe.forward(is_train=True)
@@ -236,9 +243,7 @@ def conv_layers(net: str, entry: dict, batch: int | None = None) -> list[dict]:
     import raymod as rm
     graph = json.loads((ZOO / entry["symbol_file"]).read_text())
     internals = rm.sym.load_json(json.dumps(graph)).get_internals()
-    shapes = {i["name"]: ((batch,) + tuple(i["shape"][1:]) if batch else tuple(i["shape"]))
-              for i in entry["inputs"]}
-    _, outs, _ = internals.infer_shape(**shapes)
+    _, outs, _ = internals.infer_shape(**input_shapes(entry, batch))
     by_name = dict(zip(internals.list_outputs(), outs))
     nodes, layers = graph["nodes"], []
     for node in nodes:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..cluster import moments, waits
+from ..cluster.recovery.node_drained import draining_nodes
 from .schedules import Fault, Schedule
 
 __all__ = ["Rig", "Outcome", "WORKER_NODES", "NODE_CPUS", "HANG_SECONDS"]
@@ -310,9 +311,8 @@ class Rig:
         self.drained.add(node_id)
         # the fault has struck once the pool can see it: the GCS lists a drain a moment after
         # accepting it, and a short fit could end in between (a drain that never shows)
-        from ..cluster.recovery.node_drained import _draining_nodes
         deadline = time.monotonic() + DRAIN_VISIBLE_SECONDS
-        while node_id not in _draining_nodes(ray) and time.monotonic() < deadline:
+        while node_id not in draining_nodes(ray) and time.monotonic() < deadline:
             time.sleep(0.05)
         return True
 

@@ -165,7 +165,7 @@ def test_below_min_workers_stops_with_a_checkpoint_that_resumes(close_modules, t
 def test_workers_on_a_draining_node_leave_at_a_step_boundary(close_modules, monkeypatch):
     _, reference = fit(close_modules, 2)
     monkeypatch.setattr("raymod.cluster.recovery.node_drained.DRAIN_CHECK_SECONDS", 0.0)
-    monkeypatch.setattr("raymod.cluster.recovery.node_drained._draining_nodes",
+    monkeypatch.setattr("raymod.cluster.recovery.node_drained.draining_nodes",
                         lambda ray: {"preempted-node": 1_700_000_000_000})
 
     def preempt(param):  # a preemption notice for the node of one worker

@@ -12,13 +12,13 @@ from typing import Any
 
 from ..controller import LeaveNodes, NodeDraining
 
-__all__ = ["NodeDrains", "DRAIN_CHECK_SECONDS"]
+__all__ = ["NodeDrains", "DRAIN_CHECK_SECONDS", "draining_nodes"]
 
 #: how often (seconds) :meth:`WorkerPool.poll` asks Ray which nodes are being drained
 DRAIN_CHECK_SECONDS = 5.0
 
 
-def _draining_nodes(ray: Any) -> dict[str, int]:
+def draining_nodes(ray: Any) -> dict[str, int]:
     """Node id -> drain deadline (ms since the epoch, 0: none) of the nodes Ray is draining:
     preempted spot instances, or ``ray drain-node``. Ray has no public call for this yet;
     Ray Data and Serve use the same GCS query. Any failure reads as "none"."""
@@ -40,7 +40,7 @@ class NodeDrains:
         if now < self._next_drain_check:
             return
         self._next_drain_check = now + DRAIN_CHECK_SECONDS
-        draining = _draining_nodes(self._ray)
+        draining = draining_nodes(self._ray)
         if not draining:
             return
         self._draining = draining

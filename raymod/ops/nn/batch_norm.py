@@ -16,6 +16,15 @@ from ._channel_sums import channel_sums
 REPEAT_MIN_SIZE = 1 << 15
 
 
+def _per_channel(xp, v, x, axis: int, shape: tuple):
+    """``v``, one value per channel, shaped to broadcast against ``x`` (``shape``: the
+    broadcast shape of its channel ``axis``), or repeated over a sample's positions (see
+    ``REPEAT_MIN_SIZE``)."""
+    if xp is np and x.size >= REPEAT_MIN_SIZE and axis < x.ndim - 1:
+        return np.repeat(v, math.prod(x.shape[axis + 1:])).reshape(x.shape[axis:])
+    return v.reshape(shape)
+
+
 class BatchNorm(Op):
     """Batch normalisation over every axis but ``axis`` (the channel axis, default 1).
 
@@ -97,13 +106,6 @@ class BatchNorm(Op):
             layout = self._layouts[ndim] = (axis, tuple(shape))
         return layout
 
-    def _per_channel(self, xp, v, x, axis: int, shape: tuple):
-        """``v``, one value per channel, shaped to broadcast against ``x``."""
-        if xp is np and x.size >= REPEAT_MIN_SIZE and axis < x.ndim - 1:
-            return np.repeat(v, x.size // (x.shape[axis] * math.prod(x.shape[:axis]))
-                             ).reshape(x.shape[axis:])
-        return v.reshape(shape)
-
     def forward(self, xp, inputs, aux, is_train):
         x, gamma, beta = inputs
         moving_mean, moving_var = aux
@@ -116,7 +118,7 @@ class BatchNorm(Op):
             inv_n = 1.0 / (x.size // x.shape[axis])
             mean = channel_sums(xp, axis, xc)
             mean *= inv_n
-            centred = xc - self._per_channel(xp, mean, x, axis, shape)
+            centred = xc - _per_channel(xp, mean, x, axis, shape)
             var = channel_sums(xp, axis, centred, centred)
             var *= inv_n
             m = self.momentum
@@ -126,13 +128,13 @@ class BatchNorm(Op):
             moving_var += (1 - m) * var
         else:
             mean, var = moving_mean.copy(), moving_var
-            centred = xc - self._per_channel(xp, mean, x, axis, shape)
+            centred = xc - _per_channel(xp, mean, x, axis, shape)
         inv_std = var + self.eps
         xp.sqrt(inv_std, out=inv_std)
         xp.reciprocal(inv_std, out=inv_std)
         scale = inv_std if self.fix_gamma else gamma * inv_std
-        y = centred * self._per_channel(xp, scale, x, axis, shape)
-        y += self._per_channel(xp, beta, x, axis, shape)
+        y = centred * _per_channel(xp, scale, x, axis, shape)
+        y += _per_channel(xp, beta, x, axis, shape)
         if y.dtype != x.dtype:
             y = y.astype(x.dtype)
         # backward reads the centred data, which takes the input's place in memory
@@ -159,12 +161,12 @@ class BatchNorm(Op):
             scale = inv_std if self.fix_gamma else gamma * inv_std
             if batch_stats:  # (g - mean(g) - xhat * mean(g * xhat)) * scale, in place
                 inv_n = 1.0 / (centred.size // centred.shape[axis])
-                gx = centred * self._per_channel(xp, ggamma * inv_std * inv_n, g, axis, shape)
-                gx += self._per_channel(xp, gbeta * inv_n, g, axis, shape)
+                gx = centred * _per_channel(xp, ggamma * inv_std * inv_n, g, axis, shape)
+                gx += _per_channel(xp, gbeta * inv_n, g, axis, shape)
                 xp.subtract(g, gx, out=gx)
-                gx *= self._per_channel(xp, scale, g, axis, shape)
+                gx *= _per_channel(xp, scale, g, axis, shape)
             else:  # moving statistics are constants
-                gx = g * self._per_channel(xp, scale, g, axis, shape)
+                gx = g * _per_channel(xp, scale, g, axis, shape)
             if gx.dtype != out_grads[0].dtype:
                 gx = gx.astype(out_grads[0].dtype)
         if need_grad[1] and self.fix_gamma:
