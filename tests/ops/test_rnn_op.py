@@ -83,7 +83,7 @@ def _inputs(rng, mode, layers, dirs, steps=3, batch=2, inp=3, hid=2, dtype=np.fl
 
 
 @pytest.mark.parametrize("mode", list(GATES))
-@pytest.mark.parametrize("layers, bidirectional", [(1, False), (2, True)])
+@pytest.mark.parametrize("layers, bidirectional", [(1, False), (2, True), (3, False)])
 def test_rnn_forward_and_gradient(ctx, rng, mode, layers, bidirectional):
     dirs = 2 if bidirectional else 1
     ins = _inputs(rng, mode, layers, dirs)
@@ -92,6 +92,24 @@ def test_rnn_forward_and_gradient(ctx, rng, mode, layers, bidirectional):
     expected = _reference(*ins.values(), mode=mode, layers=layers, dirs=dirs, hid=2)
     check_forward(s, ins, expected, ctx, rtol=1e-10, atol=1e-12)
     check_gradient(s, ins, ctx)
+
+
+@pytest.mark.parametrize("steps, p", [(1, 0.0), (2, 0.4)])
+def test_rnn_lstm_stack_deeper_than_long(ctx, rng, steps, p):
+    # one-direction LSTM stacks run as a wavefront (layer l takes step k - l in wave k): with
+    # fewer steps than layers no wave has every layer busy; dropout applies only in training,
+    # so inference with p > 0 takes the wavefront too
+    ins = _inputs(rng, "lstm", 3, 1, steps=steps)
+    s = op_symbol("RNN", list(ins), state_size=2, num_layers=3, mode="lstm", p=p,
+                  state_outputs=True)
+    expected = _reference(*ins.values(), mode="lstm", layers=3, dirs=1, hid=2)
+    if p:
+        outs = bind(s, ins, ctx).forward(is_train=False)
+        for out, want in zip(outs, expected):
+            np.testing.assert_allclose(as_numpy(out), want, rtol=1e-10, atol=1e-12)
+    else:
+        check_forward(s, ins, expected, ctx, rtol=1e-10, atol=1e-12)
+        check_gradient(s, ins, ctx)
 
 
 def test_rnn_shapes_outputs_and_float32(ctx, rng):

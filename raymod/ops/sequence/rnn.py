@@ -1,11 +1,21 @@
 """RNN: MXNet's fused multi-layer recurrent layer (vanilla ReLU/tanh, LSTM, GRU)."""
 from __future__ import annotations
 
+import functools
+
 from ... import random as rm_random
 from ...base import AttributeValueError, ShapeError
 from ..base import Op, Param, merge_shape
+from . import _lstm_wavefront
 
 _GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(mode, num_layers, directions, input_size, state_size) -> tuple[tuple, int]:
+    """:func:`param_layout` as tuples of ``(name, offset, shape)``, kept per configuration."""
+    entries, total = param_layout(mode, num_layers, directions, input_size, state_size)
+    return tuple(tuple((k, o, s) for k, (o, s) in e.items()) for e in entries), total
 
 
 def param_layout(mode: str, num_layers: int, directions: int, input_size: int,
@@ -141,9 +151,10 @@ class RNN(Op):
 
     # --- forward -------------------------------------------------------------------------
     def _weights(self, xp, flat, input_size):
-        entries, _ = param_layout(self.mode, self.num_layers, self._dirs, input_size,
-                                  self.state_size)
-        return [{k: flat[o:o + _size(s)].reshape(s) for k, (o, s) in e.items()} for e in entries]
+        """Views of each layer and direction's weights and biases in the flat vector."""
+        entries, _ = _layout(self.mode, self.num_layers, self._dirs, input_size,
+                             self.state_size)
+        return [{k: flat[o:o + _size(s)].reshape(s) for k, o, s in e} for e in entries]
 
     def _clip(self, xp, c):
         """Clip LSTM cell states; returns the clipped values and where the gradient passes."""
@@ -272,10 +283,20 @@ class RNN(Op):
         dx = (flat @ w["i2h_weight"]).reshape(steps, batch, -1)
         return (dx[::-1] if reverse else dx), dh, dc, grads
 
+    def _wavefront(self, is_train: bool) -> bool:
+        """Whether the layers may run as one wavefront: a one-direction LSTM stack whose
+        layers meet only through their outputs (no dropout between them, no clipping)."""
+        return (self._lstm and not self.bidirectional and self.lstm_state_clip_min is None
+                and (self.p == 0 or not is_train or self.num_layers == 1))
+
     def forward(self, xp, inputs, aux, is_train):
         x, flat, h0 = inputs[0], inputs[1], inputs[2]
         c0 = inputs[3] if self._lstm else None
         weights = self._weights(xp, flat, x.shape[2])
+        if self._wavefront(is_train):
+            results, saved = _lstm_wavefront.forward(xp, x, weights, h0, c0,
+                                                     self.state_outputs)
+            return results, ({"wavefront": saved, "weights": weights} if is_train else None)
         dirs = self._dirs
         hy, cy, layers = [], [], []
         layer_in = x
@@ -345,8 +366,16 @@ class RNN(Op):
         return dx, dh, dc, grads
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
-        layers, weights = saved["layers"], saved["weights"]
-        x = layers[0]["input"]
+        weights = saved["weights"]
+        if "wavefront" in saved:
+            x = saved["wavefront"]["x"]
+            _, total = _layout(self.mode, self.num_layers, 1, x.shape[2], self.state_size)
+            dflat = xp.empty((total,), x.dtype)
+            dy, dhy, dcy = (list(out_grads) + [None, None])[:3]
+            dx, dh0, dc0 = _lstm_wavefront.backward(xp, weights, saved["wavefront"], dy, dhy,
+                                                    dcy, self._weights(xp, dflat, x.shape[2]))
+            return [g if need else None for g, need in zip([dx, dflat, dh0, dc0], need_grad)]
+        x = saved["layers"][0]["input"]
         dirs, hidden = self._dirs, self.state_size
         zeros = xp.zeros((self.num_layers * dirs,) + x.shape[1:2] + (hidden,), x.dtype)
         dhy = out_grads[1] if self.state_outputs and out_grads[1] is not None else zeros
@@ -354,6 +383,7 @@ class RNN(Op):
                else zeros)
         entries, total = param_layout(self.mode, self.num_layers, dirs, x.shape[2], hidden)
         dflat = xp.empty((total,), x.dtype)
+        layers = saved["layers"]
         dh0 = xp.empty_like(zeros)
         dc0 = xp.empty_like(zeros)
         dy = out_grads[0]
