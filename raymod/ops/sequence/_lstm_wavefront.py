@@ -2,17 +2,18 @@
 wave ``k``, so every layer advances in the same wave and ``L`` layers over ``T`` steps cost
 ``T + L - 1`` rounds of small calls in place of ``T * L``.
 
-Wave ``k`` reads the states ``S[k]``: ``S[k][l]`` is layer ``l``'s hidden state after step
-``k - l - 1``, both its own recurrent input and the input of layer ``l + 1``'s step in the same
-wave. So one product with a block matrix ``B`` (layer ``l``'s rows: its recurrent weights on
-its own state, its input weights on the state of layer ``l - 1``) gives every active layer's
-pre-activation; the first layer's input term is one product for all steps before the loop.
-Backward runs the waves in reverse with ``B``'s transpose.
+Wave ``k`` reads one column block ``S[k]`` (per sample): every layer's hidden state (layer
+``l``'s after its step ``k - l - 1``: its own recurrent input, and the input of layer
+``l + 1``'s step in the same wave), the sequence's input at step ``k`` and a one. So a single
+product ``B @ S[k]`` gives every layer's gate pre-activations, the first layer's input term
+and the biases included: layer ``l``'s rows of ``B`` hold its recurrent weights against its own
+state, its input weights against layer ``l - 1``'s state (the sequence's input for ``l = 0``)
+and its biases against the one. Backward runs the waves in reverse with ``B``'s transpose,
+which also gives the input's gradient, and takes ``B``'s gradient as one product at the end.
 
-States and gates are kept with the batch last (a state is ``(L, H, N)``, a wave's gates
-``(4, L, H, N)``): the product is then ``B @ S`` and every gate, layer range and state a wave
-touches is one contiguous block, which numpy runs several times faster than the strided views
-of a batch-first layout at these small sizes.
+The batch is the last axis (``S[k]`` is ``(L*H + I + 1, N)``, a wave's gates ``(4, L, H, N)``):
+every gate and state a wave touches is then one contiguous block, which numpy runs several
+times faster than the strided views of a batch-first layout at these small sizes.
 
 Used by :class:`raymod.ops.sequence.rnn.RNN` for LSTM stacks without dropout between layers
 or cell clipping.
@@ -57,97 +58,95 @@ def _busy(steps: int, layers: int):
     return ((wave >= 0) & (wave < steps))[:, None, :, None, None]
 
 
-def _block(xp, weights, hidden):
-    """``B`` (4 * L * H, L * H), rows (gate, layer, unit) and columns (layer, unit): layer
-    ``l``'s recurrent weights on its own state and its input weights on layer ``l - 1``'s,
-    reordered and halved like :func:`_reorder`."""
+def _block(xp, weights, hidden, inputs):
+    """``B`` as (4, L, H, L*H + I + 1): the gates (reordered and halved like
+    :func:`_reorder`) of each layer and unit against every layer's state, the sequence's
+    input and a one."""
     layers = len(weights)
-    block = xp.zeros((4, layers, hidden, layers, hidden), weights[0]["h2h_weight"].dtype)
+    width = layers * hidden
+    block = xp.zeros((4, layers, hidden, width + inputs + 1), weights[0]["h2h_weight"].dtype)
     for layer, w in enumerate(weights):
-        _reorder(xp, w["h2h_weight"], hidden, block[:, layer, :, layer])
-        if layer:
-            _reorder(xp, w["i2h_weight"], hidden, block[:, layer, :, layer - 1])
-    return block.reshape(4 * layers * hidden, layers * hidden)
-
-
-def _biases(xp, w, hidden, batch):
-    """A layer's two biases added, reordered and halved, repeated over the batch (4, H, N)."""
-    bias = _reorder(xp, w["i2h_bias"] + w["h2h_bias"], hidden)
-    return xp.repeat(bias[:, :, None], batch, axis=2)
+        own = slice(layer * hidden, (layer + 1) * hidden)
+        below = (slice(width, width + inputs) if layer == 0 else
+                 slice((layer - 1) * hidden, layer * hidden))
+        _reorder(xp, w["h2h_weight"], hidden, block[:, layer, :, own])
+        _reorder(xp, w["i2h_weight"], hidden, block[:, layer, :, below])
+        _reorder(xp, w["i2h_bias"] + w["h2h_bias"], hidden, block[:, layer, :, -1])
+    return block
 
 
 def forward(xp, x, weights, h0, c0, final_states):
     """Run the stack over ``x`` (T, N, I) from the states ``h0``, ``c0`` (L, N, H).
 
     Returns the outputs, the last layer's output (T, N, H) followed, with ``final_states``,
-    by the final hidden and cell states (L, N, H); and what :func:`backward` needs. Every wave runs every layer, so that each call covers one
-    contiguous block: a layer outside its steps computes values nothing reads (its initial
-    states are put in place just before its first step). All four gates take one ``tanh``:
-    the sigmoid gates' rows are halved (see :func:`_reorder`), one scale and one shift
-    finish them.
+    by the final hidden and cell states (L, N, H); and what :func:`backward` needs. Every
+    wave runs every layer, so that each call covers one contiguous block: a layer outside its
+    steps computes values nothing reads (its initial states are put in place just before its
+    first step). All four gates take one ``tanh``: the sigmoid gates' rows are halved (see
+    :func:`_reorder`), one scale and one shift finish them.
     """
-    steps, batch = x.shape[:2]
+    steps, batch, inputs = x.shape
     layers, hidden, dtype = len(weights), h0.shape[2], x.dtype
-    count = steps + layers - 1
-    block = _block(xp, weights, hidden)
-    # acts[k, :, l]: layer l's gates (o, i, f, g) in wave k, pre-activations until it runs
-    acts = xp.empty((count, 4, layers, hidden, batch), dtype)
-    wx = _reorder(xp, weights[0]["i2h_weight"], hidden).reshape(4 * hidden, -1)
-    xp.add((wx @ x.transpose(0, 2, 1)).reshape(steps, 4, hidden, batch),
-           _biases(xp, weights[0], hidden, batch), out=acts[:steps, :, 0])
-    acts[steps:, :, 0] = 0
-    for layer in range(1, layers):
-        acts[:, :, layer] = _biases(xp, weights[layer], hidden, batch)
-    hs = xp.empty((count + 1, layers, hidden, batch), dtype)  # hs[k]: the states wave k reads
-    cs = xp.empty_like(hs)
-    hs[0], cs[0] = h0.transpose(0, 2, 1), c0.transpose(0, 2, 1)
+    count, width = steps + layers - 1, layers * hidden
+    block = _block(xp, weights, hidden, inputs)
+    flat_block = block.reshape(4 * width, -1)
+    # cols[k]: what wave k multiplies, hidden[k] its view of the layers' states
+    cols = xp.empty((count + 1, width + inputs + 1, batch), dtype)
+    cols[:steps, width:-1] = x.transpose(0, 2, 1)
+    cols[steps:, width:-1] = 0
+    cols[:, -1] = 1
+    hidden_states = cols[:, :width].reshape(count + 1, layers, hidden, batch)
+    hidden_states[0] = h0.transpose(0, 2, 1)
+    # acts[k]: wave k's gates o, i, f, g and, fifth, the cell states it starts from, so that
+    # (i, f) * (g, c) is one call
+    acts = xp.empty((count + 1, 5, layers, hidden, batch), dtype)
+    cs = acts[:, 4]
+    cs[0] = c0.transpose(0, 2, 1)
     tcs = xp.empty((count, layers, hidden, batch), dtype)  # tanh of each new cell state
-    ig = xp.empty((layers, hidden, batch), dtype)
+    both = xp.empty((2, layers, hidden, batch), dtype)
     for k in range(count):  # loop over waves: each needs the last one's states
         if 0 < k < layers:  # layer k's first step
-            hs[k, k], cs[k, k] = hs[0, k], cs[0, k]
+            hidden_states[k, k], cs[k, k] = hidden_states[0, k], cs[0, k]
         a = acts[k]
-        a += (block @ hs[k].reshape(-1, batch)).reshape(4, layers, hidden, batch)
-        xp.tanh(a, out=a)
+        xp.matmul(flat_block, cols[k], out=a[:4].reshape(4 * width, batch))
+        xp.tanh(a[:4], out=a[:4])
         sig = a[:3]
         sig *= 0.5
         sig += 0.5
-        c = cs[k + 1]
-        xp.multiply(a[2], cs[k], out=c)
-        xp.multiply(a[1], a[3], out=ig)
-        c += ig
-        xp.tanh(c, out=tcs[k])
-        xp.multiply(a[0], tcs[k], out=hs[k + 1])
-    outs = [hs[layers:, layers - 1].transpose(0, 2, 1).copy()]
+        xp.multiply(a[1:3], a[3:5], out=both)  # i g and f c
+        xp.add(both[0], both[1], out=cs[k + 1])
+        xp.tanh(cs[k + 1], out=tcs[k])
+        xp.multiply(a[0], tcs[k], out=hidden_states[k + 1])
+    outs = [hidden_states[layers:, layers - 1].transpose(0, 2, 1).copy()]
     if final_states:
         outs += [xp.stack([states[steps + layer, layer].T for layer in range(layers)])
-                 for states in (hs, cs)]
-    return outs, {"acts": acts, "hs": hs, "cs": cs, "tcs": tcs, "x": x, "block": block}
+                 for states in (hidden_states, cs)]
+    return outs, {"acts": acts, "cols": cols, "tcs": tcs, "block": flat_block,
+                  "input_weight": weights[0]["i2h_weight"]}
 
 
-def backward(xp, weights, saved, dy, dhy, dcy, grads):
+def backward(xp, saved, dy, dhy, dcy, grads):
     """Gradients of :func:`forward` from those of its output ``dy`` (T, N, H) and final
     states ``dhy``, ``dcy`` (L, N, H; None for none): returns those of the input, ``h0`` and
     ``c0``, and writes each layer's weight and bias gradients into ``grads`` (a list of
-    dicts of arrays keyed like ``weights``).
+    dicts of arrays keyed like the forward pass's ``weights``).
 
     The loop carries the gradients of the forward pass's halved pre-activations (twice the
     true ones for the sigmoid gates), so that it multiplies by the same block, transposed.
     A layer outside its steps has zero factors and a forget gate of one, so that it passes
     nothing on and carries its cell gradient through unchanged.
     """
-    acts, hs, cs, tcs = saved["acts"], saved["hs"], saved["cs"], saved["tcs"]
-    x, block = saved["x"], saved["block"]
+    acts, cols, tcs, block = (saved[k] for k in ("acts", "cols", "tcs", "block"))
     steps, batch = dy.shape[:2]
-    layers, hidden, dtype = len(weights), dy.shape[2], dy.dtype
-    count = steps + layers - 1
-    o, i, f, g = acts[:, 0], acts[:, 1], acts[:, 2], acts[:, 3]
+    count, layers, hidden = tcs.shape[:3]
+    width, dtype = layers * hidden, dy.dtype
+    o, i, f, g, cs = (acts[:count, j] for j in range(5))
     busy = xp.asarray(_busy(steps, layers))
     twice = xp.where(busy, dtype.type(2), dtype.type(0))
     # d pre / d c for the i, f, g gates, d pre / d h for the o gate, d c / d h through h
     factors = xp.empty((count, 3, layers, hidden, batch), dtype)
     xp.multiply(i * (1 - i), g, out=factors[:, 0])
-    xp.multiply(f * (1 - f), cs[:-1], out=factors[:, 1])
+    xp.multiply(f * (1 - f), cs, out=factors[:, 1])
     factors[:, :2] *= twice
     xp.multiply(1 - g * g, i, out=factors[:, 2])
     factors[:, 2:] *= busy
@@ -158,43 +157,45 @@ def backward(xp, weights, saved, dy, dhy, dcy, grads):
     cell_factor *= o
     cell_factor *= busy[:, 0]
     forget = xp.where(busy[:, 0], f, dtype.type(1))
-    # dhs[k]: the gradient of hs[k]; the output's and the final states' gradients enter first
-    dhs = xp.zeros((count + 1, layers, hidden, batch), dtype)
-    dhs[layers:, layers - 1] = dy.transpose(0, 2, 1)
+    # dhidden[k]: the gradient of the states wave k reads; the output's and the final
+    # states' gradients enter first
+    dhidden = xp.zeros((count + 1, layers, hidden, batch), dtype)
+    dhidden[layers:, layers - 1] = dy.transpose(0, 2, 1)
     if dhy is not None:
         for layer in range(layers):
-            dhs[steps + layer, layer] += dhy[layer].T
+            dhidden[steps + layer, layer] += dhy[layer].T
     # each layer's cell gradient, carried back a step at a time
     dc = (xp.zeros((layers, hidden, batch), dtype) if dcy is None else
           dcy.transpose(0, 2, 1).copy())
-    dpre = xp.empty((count, 4, layers, hidden, batch), dtype)
+    dpre = xp.empty((count, 4, layers, hidden, batch), dtype)  # gradients of o, i, f, g
     tmp = xp.empty((layers, hidden, batch), dtype)
-    block_t = block.T
+    block_t = block[:, :width].T  # the states' columns
     for k in range(count - 1, -1, -1):  # waves in reverse
-        dh = dhs[k + 1]
+        dh = dhidden[k + 1]
         xp.multiply(dh, cell_factor[k], out=tmp)
         dc += tmp
         p = dpre[k]
         xp.multiply(factors[k], dc, out=p[1:])
         xp.multiply(dh, out_factor[k], out=p[0])
         dc *= forget[k]
-        dhs[k] += (block_t @ p.reshape(-1, batch)).reshape(layers, hidden, batch)
-    dh0 = xp.stack([dhs[layer, layer].T for layer in range(layers)])
+        dhidden[k] += (block_t @ p.reshape(4 * width, batch)).reshape(layers, hidden, batch)
+    dh0 = xp.stack([dhidden[layer, layer].T for layer in range(layers)])
     dc0 = dc.transpose(0, 2, 1).copy()
-    dx = None
-    dp = xp.empty((4, hidden, steps, batch), dtype)
-    for layer, (w, out) in enumerate(zip(weights, grads)):
-        # (4H, T*N): the layer's gradients of its pre-activations in MXNet's gate order, a
-        # column per step and sample
-        _restore(xp, dpre[layer:layer + steps, :, layer].transpose(1, 2, 0, 3), dp)
-        flat = dp.reshape(4 * hidden, -1)
-        below = (x.reshape(steps * batch, -1) if layer == 0 else
-                 hs[layer:layer + steps, layer - 1].transpose(0, 2, 1).reshape(-1, hidden))
-        own = hs[layer:layer + steps, layer].transpose(0, 2, 1).reshape(-1, hidden)
-        xp.matmul(flat, below, out=out["i2h_weight"])
-        xp.matmul(flat, own, out=out["h2h_weight"])
-        flat.sum(axis=1, out=out["i2h_bias"])
+    # the gradients of every wave's gates in MXNet's order at their true scale (4, L, H, K, N)
+    true = _restore(xp, dpre.transpose(1, 2, 3, 0, 4),
+                    xp.empty((4, layers, hidden, count, batch), dtype))
+    first = true[:, 0, :, :steps].reshape(4 * hidden, -1)
+    dx = (first.T @ saved["input_weight"]).reshape(steps, batch, -1)
+    # B's gradient: those against what each wave multiplied, in one product
+    dblock = (true.reshape(4 * width, -1) @ cols[:count].transpose(0, 2, 1).reshape(
+        count * batch, -1)).reshape(4, layers, hidden, -1)
+    inputs = dx.shape[2]
+    for layer, out in enumerate(grads):
+        below = (slice(width, width + inputs) if layer == 0 else
+                 slice((layer - 1) * hidden, layer * hidden))
+        out["h2h_weight"].reshape(4, hidden, hidden)[...] = dblock[
+            :, layer, :, layer * hidden:(layer + 1) * hidden]
+        out["i2h_weight"].reshape(4, hidden, -1)[...] = dblock[:, layer, :, below]
+        out["i2h_bias"].reshape(4, hidden)[...] = dblock[:, layer, :, -1]
         out["h2h_bias"][...] = out["i2h_bias"]
-        if layer == 0:
-            dx = (flat.T @ w["i2h_weight"]).reshape(steps, batch, -1)
     return dx, dh0, dc0

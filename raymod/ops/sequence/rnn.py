@@ -296,7 +296,8 @@ class RNN(Op):
         if self._wavefront(is_train):
             results, saved = _lstm_wavefront.forward(xp, x, weights, h0, c0,
                                                      self.state_outputs)
-            return results, ({"wavefront": saved, "weights": weights} if is_train else None)
+            return results, ({"wavefront": saved, "input_size": x.shape[2]} if is_train
+                             else None)
         dirs = self._dirs
         hy, cy, layers = [], [], []
         layer_in = x
@@ -366,15 +367,15 @@ class RNN(Op):
         return dx, dh, dc, grads
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
-        weights = saved["weights"]
         if "wavefront" in saved:
-            x = saved["wavefront"]["x"]
-            _, total = _layout(self.mode, self.num_layers, 1, x.shape[2], self.state_size)
-            dflat = xp.empty((total,), x.dtype)
+            width = saved["input_size"]
+            _, total = _layout(self.mode, self.num_layers, 1, width, self.state_size)
+            dflat = xp.empty((total,), out_grads[0].dtype)
             dy, dhy, dcy = (list(out_grads) + [None, None])[:3]
-            dx, dh0, dc0 = _lstm_wavefront.backward(xp, weights, saved["wavefront"], dy, dhy,
-                                                    dcy, self._weights(xp, dflat, x.shape[2]))
+            dx, dh0, dc0 = _lstm_wavefront.backward(xp, saved["wavefront"], dy, dhy, dcy,
+                                                    self._weights(xp, dflat, width))
             return [g if need else None for g, need in zip([dx, dflat, dh0, dc0], need_grad)]
+        weights = saved["weights"]
         x = saved["layers"][0]["input"]
         dirs, hidden = self._dirs, self.state_size
         zeros = xp.zeros((self.num_layers * dirs,) + x.shape[1:2] + (hidden,), x.dtype)
