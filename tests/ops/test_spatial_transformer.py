@@ -55,6 +55,30 @@ def test_spatial_transformer(ctx, rng, target):
     check_gradient(s, inputs, ctx)
 
 
+@pytest.mark.parametrize("op", ["SpatialTransformer", "BilinearSampler"])
+def test_sampling_gradient_after_inference_forward(ctx, rng, op):
+    # training forward keeps each pixel's neighbours for backward; after an inference
+    # forward backward finds them again, to the same gradients
+    data = rng.standard_normal((2, 3, 5, 4))
+    loc = off_pixel_loc(rng, (5, 4), (4, 6))
+    if op == "SpatialTransformer":
+        s = op_symbol(op, ["data", "loc"], target_shape=(4, 6), **ATTRS)
+        inputs = {"data": data, "loc": loc}
+    else:
+        s = op_symbol(op, ["data", "grid"])
+        inputs = {"data": data, "grid": rng.uniform(-1.2, 1.2, (2, 2, 4, 6))}
+    head = rng.standard_normal((2, 3, 4, 6))
+    grads = []
+    for is_train in (True, False):
+        ex = bind(s, inputs, ctx)
+        ex.forward(is_train=is_train)
+        ex.backward([ctx.xp.asarray(head)])
+        grads.append([as_numpy(g) for g in ex.grad_arrays])
+    for trained, inferred in zip(*grads):
+        np.testing.assert_array_equal(trained, inferred)
+    assert any(np.abs(g).max() > 0 for g in grads[0])
+
+
 def test_spatial_transformer_float32_mxnet_value_and_shapes(ctx):
     s = sym.SpatialTransformer(sym.Variable("data"), sym.Variable("loc"), target_shape=(3, 3),
                                name="st", **ATTRS)

@@ -33,40 +33,33 @@ def affine_target_grid(xp, height: int, width: int, dtype):
     return grid.reshape(3, height * width)
 
 
-def _axis_neighbours(xp, coord, size: int):
-    """The lower and upper whole positions around ``coord`` along one axis of ``size``.
+def corners(xp, grid, height: int, width: int):
+    """The four pixels around each point of ``grid`` (N, 2, ...), all at once.
 
-    Returns two ``(position, weight, inside, sign)``: the position as an integer index (0 when
-    outside the axis, or NaN), the interpolation weight, zeroed outside, the inside mask,
-    and the sign of the weight's derivative with respect to ``coord``.
-    """
-    low = xp.floor(coord)
-    frac = coord - low
-    out = []
-    for step, weight, sign in ((0, 1 - frac, -1), (1, frac, 1)):
-        pos = low + step
-        inside = (pos >= 0) & (pos <= size - 1)
-        out.append((xp.where(inside, pos, 0).astype(xp.int64), weight * inside, inside, sign))
-    return out
-
-
-def _neighbours(xp, grid, height: int, width: int):
-    """The four pixels around each grid point of ``grid`` (N, 2, ...), with their weights.
-
-    Yields per neighbour ``(index, weight, x_terms, y_terms)``: ``index`` (N, P) into a
-    flattened ``height*width`` map (pixel 0 where outside), ``weight`` its bilinear weight
-    (zero outside the image), and the ``(weight, inside, sign)`` of each axis from
-    :func:`_axis_neighbours`, which the grid gradient needs. Indices are formed in integers
-    (float32 is inexact past 2**24 pixels).
+    Returns ``(index, weight, axis_weight, inside)``: ``index`` (2, 2, N, P), indexed
+    [row step, column step], the flat pixel of each neighbour in a ``height*width`` map (0
+    where outside; formed in integers, as float32 is inexact past 2**24 pixels); ``weight``
+    (2, 2, N, P) its bilinear weight, zero outside the image; and per step and axis (2, N,
+    2, P; axis 0 is x) the one-axis weight (zeroed outside) and whether the position is
+    inside, which the grid gradient needs.
     """
     n = grid.shape[0]
-    x = ((grid[:, 0] + 1) * (width - 1) / 2).reshape(n, -1)
-    y = ((grid[:, 1] + 1) * (height - 1) / 2).reshape(n, -1)
-    columns = _axis_neighbours(xp, x, width)
-    for row, wy, in_y, sy in _axis_neighbours(xp, y, height):
-        row = row * width
-        for col, wx, in_x, sx in columns:
-            yield row + col, wy * wx, (wx, in_x, sx), (wy, in_y, sy)
+    dtype = grid.dtype
+    half = xp.asarray([[(width - 1) / 2], [(height - 1) / 2]], dtype=dtype)
+    coord = (grid.reshape(n, 2, -1) + 1) * half  # pixel x and y
+    low = xp.floor(coord)
+    frac = coord - low
+    # the lower (step 0) and upper (step 1) neighbour on each axis, by broadcasting against
+    # (2, 1, 1, 1) step arrays (cheaper than stacking two arrays)
+    step = xp.asarray([0, 1], dtype=dtype).reshape(2, 1, 1, 1)
+    pos = low + step
+    inside = (pos >= 0) & (pos <= 2 * half)
+    axis_weight = frac * (2 * step - 1) + (1 - step)  # 1 - frac, frac
+    axis_weight *= inside
+    whole = xp.where(inside, pos, 0).astype(xp.int64)
+    index = whole[:, None, :, 1] * width + whole[None, :, :, 0]
+    weight = axis_weight[:, None, :, 1] * axis_weight[None, :, :, 0]
+    return index, weight, axis_weight, inside
 
 
 def _offsets(xp, n: int, c: int, size: int):
@@ -74,50 +67,53 @@ def _offsets(xp, n: int, c: int, size: int):
     return (xp.arange(n * c, dtype=xp.int64) * size).reshape(n, c, 1)
 
 
-def _gather(xp, flat, base, index):
-    """``data[n, c, index[n, p]]`` from the raveled data: (N, C, P).
-
-    One ``take`` on flat indices (``base`` from :func:`_offsets`); about 3x faster with numpy
-    than broadcast fancy indexing over three axes.
-    """
-    return xp.take(flat, base + index[:, None, :])
+def _gather(xp, data, index):
+    """``data[n, c, index[..., n, p]]``: (2, 2, N, C, P), one ``take`` on flat indices (about
+    3x faster with numpy than broadcast fancy indexing)."""
+    n, c, h, w = data.shape
+    flat = _offsets(xp, n, c, h * w) + index[:, :, :, None, :]
+    return xp.take(data.reshape(-1), flat), flat
 
 
 def bilinear_sample(xp, data, grid):
-    """Sample ``data`` (N, C, H, W) at ``grid`` (N, 2, Ho, Wo): (N, C, Ho, Wo)."""
+    """Sample ``data`` (N, C, H, W) at ``grid`` (N, 2, Ho, Wo): (N, C, Ho, Wo), and the
+    :func:`corners` that the gradient reuses."""
     n, c, h, w = data.shape
-    flat, base = data.reshape(-1), _offsets(xp, n, c, h * w)
-    out = None
-    for index, weight, _, _ in _neighbours(xp, grid, h, w):
-        term = _gather(xp, flat, base, index) * weight[:, None, :]
-        out = term if out is None else out + term
-    return out.reshape((n, c) + grid.shape[2:])
+    near = corners(xp, grid, h, w)
+    values, _ = _gather(xp, data, near[0])
+    values *= near[1][:, :, :, None, :]
+    out = values.sum(axis=(0, 1))
+    return out.reshape((n, c) + grid.shape[2:]), near
 
 
-def bilinear_sample_grad(xp, grad, data, grid, need_data: bool, need_grid: bool):
-    """Gradients of :func:`bilinear_sample` for ``data`` and ``grid`` (None where not needed).
+def bilinear_sample_grad(xp, grad, data, grid_shape, near, need_data: bool, need_grid: bool):
+    """Gradients of :func:`bilinear_sample` for ``data`` and the grid (of ``grid_shape``;
+    None where not needed), from the ``near`` :func:`corners` it used.
 
-    The data gradient scatters ``grad * weight`` back onto the four neighbours with
-    ``xp.add.at``, which sums repeated indices; CuPy has it since version 12 (raymod needs
-    13), and with numpy >= 1.25 it is about three times faster than a ``bincount``.
+    The data gradient scatters ``grad * weight`` onto the four neighbours with one
+    ``xp.add.at``, which sums repeated indices (CuPy has it since version 12; raymod needs
+    13). The grid gradient is that of the piecewise-bilinear forward, one-sided at whole
+    pixel positions, as MXNet's.
     """
     n, c, h, w = data.shape
-    flat, base = data.reshape(-1), _offsets(xp, n, c, h * w)
+    index, weight, axis_weight, inside = near
     g = grad.reshape(n, c, -1)
-    gdata = xp.zeros(data.size, data.dtype) if need_data else None
-    gx = gy = 0
-    for index, weight, (wx, in_x, sx), (wy, in_y, sy) in _neighbours(xp, grid, h, w):
-        if need_data:
-            xp.add.at(gdata, (base + index[:, None, :]).ravel(), (g * weight[:, None, :]).ravel())
-        if need_grid:
-            # d out / d x = sum over the in-image neighbours of value * wy * sx; alike for y
-            gv = (g * _gather(xp, flat, base, index)).sum(axis=1)
-            gx = gx + (sx * gv * in_x) * wy
-            gy = gy + (sy * gv * in_y) * wx
-    ggrid = None
+    gdata = ggrid = None
+    values, flat = _gather(xp, data, index) if need_grid else (None, None)
     if need_data:
+        if flat is None:
+            flat = _offsets(xp, n, c, h * w) + index[:, :, :, None, :]
+        gdata = xp.zeros(data.size, data.dtype)
+        xp.add.at(gdata, flat.ravel(), (g * weight[:, :, :, None, :]).ravel())
         gdata = gdata.reshape(data.shape)
     if need_grid:
-        ggrid = xp.stack([gx * ((w - 1) / 2), gy * ((h - 1) / 2)], axis=1).reshape(grid.shape)
-        ggrid = ggrid.astype(grid.dtype, copy=False)
+        # d out / d x = sum over the in-image neighbours of value * wy * (-1 or +1 per
+        # column step); alike for y
+        gv = (values * g).sum(axis=3)  # (2, 2, N, P)
+        sign = xp.asarray([-1, 1], dtype=axis_weight.dtype).reshape(2, 1, 1)
+        slope = inside * sign[:, :, None]  # (2, N, 2, P)
+        gx = ((gv * axis_weight[:, None, :, 1]).sum(axis=0) * slope[:, :, 0]).sum(axis=0)
+        gy = ((gv * axis_weight[None, :, :, 0]).sum(axis=1) * slope[:, :, 1]).sum(axis=0)
+        ggrid = xp.stack([gx * ((w - 1) / 2), gy * ((h - 1) / 2)], axis=1).reshape(grid_shape)
+        ggrid = ggrid.astype(axis_weight.dtype, copy=False)
     return gdata, ggrid

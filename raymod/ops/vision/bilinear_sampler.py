@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ...base import ShapeError
 from ..base import Op, Param
-from ._sampling import bilinear_sample, bilinear_sample_grad
+from ._sampling import bilinear_sample, bilinear_sample_grad, corners
 
 
 class BilinearSampler(Op):
@@ -20,7 +20,8 @@ class BilinearSampler(Op):
     cudnn_off : bool or None
         Accepted for MXNet compatibility; unused.
 
-    Backward keeps ``data`` and ``grid``. The grid gradient is that of the piecewise-bilinear
+    Backward keeps ``data`` and ``grid``, and each output pixel's four source neighbours and
+    their weights. The grid gradient is that of the piecewise-bilinear
     forward (one-sided at whole pixel positions, as MXNet's).
     """
 
@@ -50,9 +51,12 @@ class BilinearSampler(Op):
 
     def forward(self, xp, inputs, aux, is_train):
         data, grid = inputs
-        return [bilinear_sample(xp, data, grid), xp.moveaxis(grid, 1, -1)], None
+        out, near = bilinear_sample(xp, data, grid)
+        return [out, xp.moveaxis(grid, 1, -1)], (near if is_train else None)
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
         data, grid = inputs
-        return list(bilinear_sample_grad(xp, out_grads[0], data, grid, need_grad[0],
-                                         need_grad[1]))
+        if saved is None:  # after an inference forward
+            saved = corners(xp, grid, *data.shape[2:])
+        return list(bilinear_sample_grad(xp, out_grads[0], data, grid.shape, saved,
+                                         need_grad[0], need_grad[1]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ...base import ShapeError
 from ..base import Op, Param
 from ._sampling import (affine_target_grid, bilinear_sample, bilinear_sample_grad,
-                        check_target_shape)
+                        check_target_shape, corners)
 
 
 class SpatialTransformer(Op):
@@ -25,7 +25,8 @@ class SpatialTransformer(Op):
     cudnn_off : bool or None
         Accepted for MXNet compatibility; unused.
 
-    Backward keeps ``data``, ``grid_dst`` and ``grid_src``.
+    Backward keeps ``data``, ``grid_dst`` and ``grid_src``, and each target pixel's four
+    source neighbours and their weights.
     """
 
     name = "SpatialTransformer"
@@ -63,14 +64,16 @@ class SpatialTransformer(Op):
         h, w = self._target
         dst = affine_target_grid(xp, h, w, data.dtype)
         src = xp.matmul(loc.reshape(-1, 2, 3), dst)
-        out = bilinear_sample(xp, data, src.reshape(-1, 2, h, w))
-        return [out, dst, src], None
+        out, near = bilinear_sample(xp, data, src.reshape(-1, 2, h, w))
+        return [out, dst, src], (near if is_train else None)
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
         data, (dst, src) = inputs[0], outputs[1:]
         h, w = self._target
-        gdata, ggrid = bilinear_sample_grad(xp, out_grads[0], data, src.reshape(-1, 2, h, w),
-                                            need_grad[0], need_grad[1])
+        if saved is None:  # after an inference forward
+            saved = corners(xp, src.reshape(-1, 2, h, w), *data.shape[2:])
+        gdata, ggrid = bilinear_sample_grad(xp, out_grads[0], data, (len(src), 2, h, w),
+                                            saved, need_grad[0], need_grad[1])
         gloc = None
         if need_grad[1]:
             n = data.shape[0]
