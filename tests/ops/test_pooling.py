@@ -40,6 +40,9 @@ CASES = [  # data shape, kernel, stride, pad, convention
     ((2, 2, 5, 4), (2, 3), (1, 1), (1, 0), "full"),
     ((2, 2, 7), (4,), (1,), (2,), "valid"),
     ((1, 2, 3, 4, 5), (2, 3, 2), (1, 1, 1), (1, 1, 0), "valid"),
+    # windows that tile the map (stride = kernel, no padding): max pools them as tiles
+    ((2, 3, 6, 8), (2, 2), (2, 2), (0, 0), "valid"),
+    ((1, 2, 4, 6, 4), (2, 3, 2), (2, 3, 2), (0, 0, 0), "full"),
     # one window over the whole unpadded map: pooled as global_pool
     ((2, 3, 4, 5), (4, 5), (1, 1), (0, 0), "valid"),
 ]
@@ -95,6 +98,8 @@ def reference_max_grad(x, gy, kernel, stride, pad):
     ((2, 9, 3, 3), (3, 3), (1, 1), (1, 1)),     # small map, many channels: channels-last rows
     ((2, 3, 9, 11), (3, 3), (2, 2), (0, 0)),
     ((1, 2, 5, 4, 6), (2, 3, 2), (1, 2, 1), (1, 1, 0)),
+    ((2, 3, 6, 8), (2, 2), (2, 2), (0, 0)),  # tiles
+    ((1, 2, 4, 6, 3), (2, 3, 3), (2, 3, 3), (0, 0, 0)),
 ])
 def test_max_pooling_gradient_with_ties_in_overlapping_windows(ctx, rng, shape, kernel, stride,
                                                                pad):

@@ -129,6 +129,53 @@ def _box_reduce(a, kernel, combine=np.add):
     return np.ascontiguousarray(result[..., :a.shape[-1] - k + 1])
 
 
+def _tiles(x, kernel):
+    """``x`` (N, C, *spatial) seen as (N, C, o1, k1, o2, k2, ...): its disjoint ``kernel``
+    tiles (a view; the spatial sizes are multiples of the kernel)."""
+    shape = list(x.shape[:2])
+    for n, k in zip(x.shape[2:], kernel):
+        shape += [n // k, k]
+    return x.reshape(shape)
+
+
+def _tile_offset(offsets):
+    """The index of one kernel offset in every tile of a :func:`_tiles` view."""
+    return (slice(None), slice(None)) + sum(((slice(None), i) for i in offsets), ())
+
+
+def _tile_max(xp, x, kernel):
+    """Max pooling over disjoint tiles (stride = kernel, no padding), one kernel axis at a
+    time from the outermost, so that the first passes read whole rows."""
+    y = _tiles(x, kernel)
+    for d, k in enumerate(kernel):
+        axis = 3 + d  # where this kernel axis sits once the ones before it are reduced
+        first = (slice(None),) * axis
+        m = xp.maximum(y[first + (0,)], y[first + (1,)]) if k > 1 else y[first + (0,)].copy()
+        for i in range(2, k):
+            xp.maximum(m, y[first + (i,)], out=m)
+        y = m
+    return y
+
+
+def _tile_max_grad(xp, x, y, gy, kernel):
+    """The gradient of :func:`_tile_max`: each tile's gradient to its first maximum in
+    row-major order, written offset by offset into the tiles of the data gradient (no
+    zeroed buffer and no scatter: each input cell belongs to one tile)."""
+    tiles = _tiles(x, kernel)
+    grad = xp.empty(tiles.shape, gy.dtype)
+    taken = None
+    offsets = list(itertools.product(*map(range, kernel)))
+    for i, offs in enumerate(offsets):
+        index = _tile_offset(offs)
+        first = tiles[index] == y
+        if taken is not None:
+            first = xp.greater(first, taken)  # boolean ops: far cheaper than where
+        if i < len(offsets) - 1:
+            taken = first if taken is None else xp.logical_or(taken, first, out=taken)
+        xp.multiply(gy, first, out=grad[index])
+    return grad.reshape(x.shape)
+
+
 class Pooling(Op):
     """Pool each ``kernel`` window of ``data`` (N, C, *spatial) into one value.
 
@@ -183,6 +230,7 @@ class Pooling(Op):
             raise AttributeValueError(f"Pooling: pool_type='lp' needs p_value 1, 2 or 3, got "
                                       f"{self.p_value}")
         self._inv_counts: dict[tuple, np.ndarray] = {}  # see _inv_count
+        self._geometries: dict[tuple, tuple] = {}  # see _geometry
         nd = len(self.kernel)
         if not self.global_pool:
             if nd not in LAYOUTS:
@@ -196,7 +244,15 @@ class Pooling(Op):
             self.retain_inputs, self.retain_outputs = (0,), (0,)
 
     def _geometry(self, spatial):
-        """(kernel, stride, pad, output spatial shape) for input spatial shape ``spatial``."""
+        """(kernel, stride, pad, output spatial shape) for input spatial shape ``spatial``;
+        kept per shape (small maps' pooling takes about 10 us, of which this took 3)."""
+        spatial = tuple(spatial)
+        geom = self._geometries.get(spatial)
+        if geom is None:
+            geom = self._geometries[spatial] = self._make_geometry(spatial)
+        return geom
+
+    def _make_geometry(self, spatial):
         if self.global_pool:
             return tuple(spatial), (1,) * len(spatial), (0,) * len(spatial), (1,) * len(spatial)
         full = self.pooling_convention == "full"
@@ -278,6 +334,15 @@ class Pooling(Op):
         """Whether one window covers the whole unpadded map: pooled as ``global_pool``."""
         return self.global_pool or (not any(geom[2]) and tuple(geom[0]) == tuple(spatial))
 
+    @staticmethod
+    def _tiled(spatial, geom) -> bool:
+        """Whether the windows tile the map exactly: stride = kernel, no padding, and sizes
+        that are multiples of the kernel (:func:`_tile_max`: 0.4-0.8x the time of the
+        strided loop forward, 0.65-0.9x backward, 2x2 windows on LeNet's to VGG's maps)."""
+        kernel, stride, pad, _ = geom
+        return (tuple(stride) == tuple(kernel) and not any(pad)
+                and all(n % k == 0 for n, k in zip(spatial, kernel)))
+
     def _box(self, xp, geom) -> bool:
         """Whether average or sum pooling runs as :func:`_box_reduce` (numpy, stride 1)."""
         return xp is np and self.pool_type in ("avg", "sum") and set(geom[1]) == {1}
@@ -303,6 +368,8 @@ class Pooling(Op):
             y = _box_reduce(self._padded(xp, x, geom, 0), geom[0])
             if kind == "avg":
                 y *= self._inv_count(xp, x.shape[2:], geom, y.dtype)
+        elif kind == "max" and self._tiled(x.shape[2:], geom):
+            y = _tile_max(xp, x, geom[0])
         elif xp is np and kind == "max" and _overlap(geom):
             # the stride-1 maxima, then every stride-th: 1.1-2.6x faster than the loop for
             # overlapping windows, slower for disjoint ones (1.1-1.4x at 2x2 stride 2)
@@ -348,6 +415,8 @@ class Pooling(Op):
             return [self._cropped(xp, _box_reduce(spread, geom[0]), shape, geom)]
         elif kind == "lp" and self.p_value > 1:
             gy = self._lp_scale(xp, gy, y)
+        if kind == "max" and self._tiled(shape[2:], geom):
+            return [_tile_max_grad(xp, x, y, gy, geom[0])]
         if kind in ("max", "lp"):
             xpad = self._padded(xp, x, geom, -xp.inf if kind == "max" else 0)
         if xp is np and kind == "max" and _overlap(geom) and \
