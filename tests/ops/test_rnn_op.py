@@ -112,6 +112,23 @@ def test_rnn_lstm_stack_deeper_than_long(ctx, rng, steps, p):
         check_gradient(s, ins, ctx)
 
 
+@pytest.mark.parametrize("layers", [1, 2])
+def test_rnn_backward_after_inference_forward(ctx, rng, layers):
+    # as in MXNet, backward may follow forward(is_train=False): the same gradients here,
+    # where training and inference compute the same function (no dropout)
+    ins = _inputs(rng, "lstm", layers, 1)
+    s = op_symbol("RNN", list(ins), state_size=2, num_layers=layers, mode="lstm")
+    head = rng.standard_normal((3, 2, 2))
+    grads = []
+    for is_train in (True, False):
+        ex = bind(s, ins, ctx)
+        ex.forward(is_train=is_train)
+        ex.backward([ctx.xp.asarray(head)])
+        grads.append([as_numpy(g) for g in ex.grad_arrays])
+    for trained, inferred in zip(*grads):
+        np.testing.assert_array_equal(trained, inferred)
+
+
 def test_rnn_shapes_outputs_and_float32(ctx, rng):
     ins = _inputs(rng, "lstm", 2, 1, dtype=np.float32)
     s = op_symbol("RNN", list(ins), state_size=2, num_layers=2, mode="lstm")

@@ -8,8 +8,9 @@ Wave ``k`` reads one column block ``S[k]`` (per sample): every layer's hidden st
 product ``B @ S[k]`` gives every layer's gate pre-activations, the first layer's input term
 and the biases included: layer ``l``'s rows of ``B`` hold its recurrent weights against its own
 state, its input weights against layer ``l - 1``'s state (the sequence's input for ``l = 0``)
-and its biases against the one. Backward runs the waves in reverse with ``B``'s transpose,
-which also gives the input's gradient, and takes ``B``'s gradient as one product at the end.
+and its biases against the one. Backward runs the waves in reverse with the transpose of
+``B``'s state columns, then takes ``B``'s gradient, and the input's from the first layer's
+gates, as one product each over all waves.
 
 The batch is the last axis (``S[k]`` is ``(L*H + I + 1, N)``, a wave's gates ``(4, L, H, N)``):
 every gate and state a wave touches is then one contiguous block, which numpy runs several
@@ -22,15 +23,14 @@ from __future__ import annotations
 
 import functools
 
-# gates are kept in the order o, i, f, g (MXNet's indices 3, 0, 1, 2): the sigmoid gates
-# o, i, f are one block for the forward pass, and the gates whose gradient goes through the
-# cell state (i, f, g) one block for backward
-_ORDER = (3, 0, 1, 2)
+import numpy as np
 
 
 def _reorder(xp, w, hidden, out=None):
-    """MXNet's gate rows of ``w`` (4H, ...) as (4, H, ...) in the order o, i, f, g, the
-    sigmoid gates' rows halved (``sigmoid(z) = (tanh(z / 2) + 1) / 2``; halving is exact)."""
+    """MXNet's gate rows of ``w`` (4H, ...; gates i, f, g, o) as (4, H, ...) in the order
+    o, i, f, g, the sigmoid gates' rows halved (``sigmoid(z) = (tanh(z / 2) + 1) / 2``;
+    halving is exact). In this order the sigmoid gates are one block for the forward pass,
+    and the gates whose gradient goes through the cell state (i, f, g) one for backward."""
     w = w.reshape((4, hidden) + w.shape[1:])
     if out is None:
         out = xp.empty_like(w)
@@ -53,8 +53,7 @@ def _restore(xp, halved, out):
 def _busy(steps: int, layers: int):
     """(T + L - 1, 1, L, 1, 1) booleans: which layers take a step in each wave (numpy; callers
     move it to their device)."""
-    import numpy
-    wave = numpy.arange(steps + layers - 1)[:, None] - numpy.arange(layers)
+    wave = np.arange(steps + layers - 1)[:, None] - np.arange(layers)
     return ((wave >= 0) & (wave < steps))[:, None, :, None, None]
 
 

@@ -302,8 +302,7 @@ class RNN(Op):
         if self._wavefront(is_train):
             results, saved = _lstm_wavefront.forward(xp, x, weights, h0, c0,
                                                      self.state_outputs)
-            return results, ({"wavefront": saved, "input_size": x.shape[2]} if is_train
-                             else None)
+            return results, {"wavefront": saved, "input_size": x.shape[2]}
         dirs = self._dirs
         hy, cy, layers = [], [], []
         layer_in = x
@@ -338,7 +337,9 @@ class RNN(Op):
             results.append(xp.stack(hy))
             if self._lstm:
                 results.append(xp.stack(cy))
-        return results, ({"layers": layers, "weights": weights} if is_train else None)
+        # kept after an inference forward too: backward may follow it (the executor drops
+        # what nothing will differentiate)
+        return results, {"layers": layers, "weights": weights}
 
     # --- backward ------------------------------------------------------------------------
     def _back_direction(self, xp, w, s, x, dy, dh, dc, reverse):
