@@ -43,7 +43,13 @@ class HungWorkers:
         for w in st.inflight:
             for rank, (ref, plan) in w.refs.items():
                 for step, tasks, _ in plan:
-                    if step == first and any(t["slice"] not in have for t in tasks):
+                    if step < first:
+                        # the servers finished a step it held slices of: it is past its
+                        # first steps, even though its window has not ended (a worker
+                        # that hangs inside its first window was given the first-step
+                        # deadline, 60 s, instead of the ordinary one)
+                        self._seasoned.add(rank)
+                    elif step == first and any(t["slice"] not in have for t in tasks):
                         hung.add(rank)
         if hung and hung.isdisjoint(self._seasoned):
             allowance = self._deadline(1, hung)
