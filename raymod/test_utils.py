@@ -122,3 +122,22 @@ def check_gradient(symbol: Symbol, inputs: Mapping[str, np.ndarray], ctx: Contex
         np.testing.assert_allclose(got, values, rtol=rtol, atol=atol,
                                    err_msg=f"gradient of {name!r}: backward vs finite differences")
     return analytic
+
+
+def check_backward_after_inference(symbol: Symbol, inputs: Mapping[str, np.ndarray],
+                                   out_grads: Sequence[np.ndarray],
+                                   ctx: Context | None = None) -> dict:
+    """Check that backward after ``forward(is_train=False)`` gives the gradients it gives
+    after a training forward (MXNet allows both; for ops whose training and inference
+    functions agree). Returns the gradients."""
+    grads = []
+    for is_train in (True, False):
+        ex = bind(symbol, inputs, ctx)
+        ex.forward(is_train=is_train)
+        ex.backward([ex._xp.asarray(g) for g in out_grads])
+        grads.append({k: as_numpy(v) for k, v in ex.grad_dict.items()})
+    trained, inferred = grads
+    for name, value in trained.items():
+        np.testing.assert_array_equal(inferred[name], value,
+                                      err_msg=f"gradient of {name!r} after an inference forward")
+    return trained

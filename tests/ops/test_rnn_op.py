@@ -4,7 +4,8 @@ import pytest
 import raymod as rm
 from raymod.base import AttributeValueError, ShapeError
 from raymod.context import as_numpy
-from raymod.test_utils import bind, check_forward, check_gradient, op_symbol
+from raymod.test_utils import (bind, check_backward_after_inference, check_forward,
+                               check_gradient, op_symbol)
 
 # MXNet 1.9.1's outputs (output, state_output) for the GRU case of test_rnn_matches_mxnet_values
 MXNET_GRU = [np.array([0.27650115, -0.01503519], np.float32).reshape(2, 1, 1),
@@ -118,15 +119,7 @@ def test_rnn_backward_after_inference_forward(ctx, rng, layers):
     # where training and inference compute the same function (no dropout)
     ins = _inputs(rng, "lstm", layers, 1)
     s = op_symbol("RNN", list(ins), state_size=2, num_layers=layers, mode="lstm")
-    head = rng.standard_normal((3, 2, 2))
-    grads = []
-    for is_train in (True, False):
-        ex = bind(s, ins, ctx)
-        ex.forward(is_train=is_train)
-        ex.backward([ctx.xp.asarray(head)])
-        grads.append([as_numpy(g) for g in ex.grad_arrays])
-    for trained, inferred in zip(*grads):
-        np.testing.assert_array_equal(trained, inferred)
+    check_backward_after_inference(s, ins, [rng.standard_normal((3, 2, 2))], ctx)
 
 
 def test_rnn_shapes_outputs_and_float32(ctx, rng):

@@ -157,22 +157,29 @@ def _tile_max(xp, x, kernel):
     return y
 
 
-def _tile_max_grad(xp, x, y, gy, kernel):
-    """The gradient of :func:`_tile_max`: each tile's gradient to its first maximum in
-    row-major order, written offset by offset into the tiles of the data gradient (no
-    zeroed buffer and no scatter: each input cell belongs to one tile)."""
-    tiles = _tiles(x, kernel)
-    grad = xp.empty(tiles.shape, gy.dtype)
+def _first_maxima(xp, candidates, y):
+    """For each of ``candidates`` (a window's entries, one array per kernel offset in
+    row-major order), where it holds its window's first maximum ``y``: max pooling's gradient
+    goes there, as in MXNet."""
     taken = None
-    offsets = list(itertools.product(*map(range, kernel)))
-    for i, offs in enumerate(offsets):
-        index = _tile_offset(offs)
-        first = tiles[index] == y
+    last = len(candidates) - 1
+    for i, candidate in enumerate(candidates):
+        first = candidate == y
         if taken is not None:
             first = xp.greater(first, taken)  # boolean ops: far cheaper than where
-        if i < len(offsets) - 1:
+        if i < last:
             taken = first if taken is None else xp.logical_or(taken, first, out=taken)
-        xp.multiply(gy, first, out=grad[index])
+        yield first
+
+
+def _tile_max_grad(xp, x, y, gy, kernel):
+    """The gradient of :func:`_tile_max`, written offset by offset into the tiles of the
+    data gradient (no zeroed buffer and no scatter: each input cell belongs to one tile)."""
+    tiles = _tiles(x, kernel)
+    grad = xp.empty(tiles.shape, gy.dtype)
+    index = [_tile_offset(offs) for offs in itertools.product(*map(range, kernel))]
+    for i, first in zip(index, _first_maxima(xp, [tiles[i] for i in index], y)):
+        xp.multiply(gy, first, out=grad[i])
     return grad.reshape(x.shape)
 
 
@@ -428,15 +435,11 @@ class Pooling(Op):
         windows = self._windows(geom)
         # disjoint windows write each input cell once: store straight into the slice
         disjoint = not _overlap(geom)
-        taken = None
-        for i, w in enumerate(windows):
+        firsts = _first_maxima(xp, [xpad[w] for w in windows], y) if kind == "max" else None
+        for w in windows:
             factor = None
-            if kind == "max":  # the first maximum in row-major order takes the gradient
-                factor = xpad[w] == y
-                if taken is not None:
-                    factor = xp.greater(factor, taken)  # boolean ops: far cheaper than where
-                if i < len(windows) - 1:
-                    taken = factor if taken is None else xp.logical_or(taken, factor, out=taken)
+            if kind == "max":
+                factor = next(firsts)
             elif kind == "lp" and self.p_value > 1:
                 factor = xpad[w] ** (self.p_value - 1)
             if not disjoint:

@@ -67,11 +67,17 @@ def _offsets(xp, n: int, c: int, size: int):
     return (xp.arange(n * c, dtype=xp.int64) * size).reshape(n, c, 1)
 
 
+def _flat_index(xp, shape, index):
+    """Flat indices into raveled data of ``shape`` (N, C, H, W) of the pixels ``index``
+    (2, 2, N, P) in every channel: (2, 2, N, C, P)."""
+    n, c, h, w = shape
+    return _offsets(xp, n, c, h * w) + index[:, :, :, None, :]
+
+
 def _gather(xp, data, index):
     """``data[n, c, index[..., n, p]]``: (2, 2, N, C, P), one ``take`` on flat indices (about
-    3x faster with numpy than broadcast fancy indexing)."""
-    n, c, h, w = data.shape
-    flat = _offsets(xp, n, c, h * w) + index[:, :, :, None, :]
+    3x faster with numpy than broadcast fancy indexing); and those indices."""
+    flat = _flat_index(xp, data.shape, index)
     return xp.take(data.reshape(-1), flat), flat
 
 
@@ -102,7 +108,7 @@ def bilinear_sample_grad(xp, grad, data, grid_shape, near, need_data: bool, need
     values, flat = _gather(xp, data, index) if need_grid else (None, None)
     if need_data:
         if flat is None:
-            flat = _offsets(xp, n, c, h * w) + index[:, :, :, None, :]
+            flat = _flat_index(xp, data.shape, index)
         gdata = xp.zeros(data.size, data.dtype)
         xp.add.at(gdata, flat.ravel(), (g * weight[:, :, :, None, :]).ravel())
         gdata = gdata.reshape(data.shape)
