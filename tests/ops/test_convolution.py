@@ -346,3 +346,77 @@ def test_shifted_routes_in_float32(rng, monkeypatch, shape, kernel, pad, dilate,
     np.testing.assert_allclose(dx, dx64, rtol=1e-4, atol=1e-4 * np.abs(dx64).max())
     for grad in (dw, rebuilt):
         np.testing.assert_allclose(grad, dw64, rtol=1e-4, atol=1e-4 * np.abs(dw64).max())
+
+
+DEPTHWISE_ROWS_CASES = [  # data shape, kernel, pad, dilate, no_bias: stride 1, size kept
+    ((2, 3, 7, 6), (3, 3), (1, 1), (1, 1), False),
+    ((1, 4, 9, 10), (3, 3), (2, 2), (2, 2), True),  # dilated
+    ((2, 2, 8, 5), (5, 3), (2, 1), (1, 1), False),  # asymmetric kernel
+    ((3, 2, 5, 9), (1, 3), (0, 2), (1, 2), True),  # unpadded rows, dilated columns
+]
+
+
+@pytest.mark.parametrize("shape,kernel,pad,dilate,no_bias", DEPTHWISE_ROWS_CASES)
+def test_depthwise_rows(ctx, rng, monkeypatch, shape, kernel, pad, dilate, no_bias):
+    """Depthwise layers over columns read whole maps at a time (``_depthwise_rows``, made
+    to run at any width): outputs against the written-out convolution, both gradients
+    against finite differences, and the same gradients after an inference forward (the
+    columns rebuilt)."""
+    from raymod.ops.nn import _depthwise_rows
+    from raymod.test_utils import check_backward_after_inference
+
+    monkeypatch.setattr(conv_module, "DEPTHWISE_ROWS_MIN_WIDTH", 1)
+    calls = {"forward": 0, "backward": 0}
+    for name in calls:
+        def spy(*a, _name=name, _original=getattr(_depthwise_rows, name), **k):
+            calls[_name] += 1
+            return _original(*a, **k)
+        monkeypatch.setattr(_depthwise_rows, name, spy)
+    c = shape[1]
+    names = ["data", "weight"] + ([] if no_bias else ["bias"])
+    sym = op_symbol("Convolution", names, kernel=kernel, pad=pad, dilate=dilate, num_filter=c,
+                    num_group=c, no_bias=no_bias)
+    inputs = {"data": rng.standard_normal(shape), "weight": rng.standard_normal((c, 1) + kernel)}
+    if not no_bias:
+        inputs["bias"] = rng.standard_normal(c)
+    check_forward(sym, inputs, lambda data, weight, bias=None: reference_conv(
+        data, weight, bias, (1, 1), pad, dilate, c), ctx)
+    check_gradient(sym, inputs, ctx)
+    out_shape = sym.infer_shape(data=shape)[1][0]
+    grads = check_backward_after_inference(sym, inputs, [rng.standard_normal(out_shape)], ctx)
+    assert set(grads) == set(names)
+    if ctx.device_type == "cpu":
+        assert calls["forward"] and calls["backward"]
+
+
+def test_depthwise_rows_in_float32_and_where_it_runs(rng):
+    """MobileNet's stride-1 depthwise layers from 8x8 maps take ``_depthwise_rows`` (float32
+    results against float64 ones); 4x4 maps, stride 2 and unequal padding do not."""
+    def op(c, stride=(1, 1), pad=(1, 1)):
+        return conv_module.Convolution(kernel=(3, 3), stride=stride, pad=pad, num_filter=c,
+                                       num_group=c, no_bias=True)
+
+    for shape in [(2, 8, 32, 32), (2, 64, 8, 8)]:
+        layer = op(shape[1])
+        assert layer._route(np, shape).depthwise_rows
+        x = rng.standard_normal(shape)
+        w = rng.standard_normal((shape[1], 1, 3, 3))
+        x32, w32 = x.astype(np.float32), w.astype(np.float32)
+        (y,), saved = layer.forward(np, [x32, w32], [], True)
+        gy = rng.standard_normal(y.shape)
+        gx, gw = layer.backward(np, [gy.astype(np.float32)], [x32, w32], [y], saved,
+                                [True, True])
+        (y64,), saved64 = layer.forward(np, [x, w], [], True)
+        gx64, gw64 = layer.backward(np, [gy], [x, w], [y64], saved64, [True, True])
+        assert y.dtype == gx.dtype == gw.dtype == np.float32
+        np.testing.assert_allclose(y64, reference_conv(x, w, None, (1, 1), (1, 1), (1, 1),
+                                                       shape[1]), rtol=1e-10, atol=1e-10)
+        for low, high in [(y, y64), (gx, gx64), (gw, gw64)]:
+            np.testing.assert_allclose(low, high, rtol=1e-4, atol=1e-4 * np.abs(high).max())
+        # only the data gradient, or only the weight's
+        assert layer.backward(np, [gy], [x, w], [y64], saved64, [True, False])[1] is None
+        assert layer.backward(np, [gy], [x, w], [y64], saved64, [False, True])[0] is None
+    assert not op(128)._route(np, (2, 128, 4, 4)).depthwise_rows
+    assert not op(16, stride=(2, 2))._route(np, (2, 16, 32, 32)).depthwise_rows
+    assert not op(16, pad=(0, 0))._route(np, (2, 16, 32, 32)).depthwise_rows
+    assert not op(32)._route(np, (2, 32, 112, 112)).depthwise_rows  # too many columns
