@@ -19,12 +19,12 @@ from . import _depthwise, _depthwise_rows, _im2col, _shifted, _skinny_gemm, _win
 DEPTHWISE_MIN_POSITIONS = 1024
 # Stride-1 depthwise numpy layers padded to keep their size run over columns read whole maps
 # at a time (see _depthwise_rows) on maps at least this wide, up to this many column
-# elements: forward + backward 0.52-0.64x the other routes' time on MobileNet's 8x8 to 32x32
-# layers at batch 2 and 32, 0.85x at (2, 512, 14, 14); even at 4x4 maps, 1.5-1.7x slower at
-# 2x2 and from 7M column elements (2x32x112x112), where the per-offset route wins (measured,
-# numpy, one thread, with and without the caches flushed between calls).
+# elements. Measured inside MobileNet (one thread, numpy; a layer alone flatters the column
+# routes, whose buffers stay hot): at batch 2 (92K-166K column elements, 8x8 to 32x32 maps)
+# forward + backward 0.76-0.82x the grouped route's time, even at 4x4 maps; at batch 32
+# (1.5M-2.7M) 0.97-1.25x the per-offset route's.
 DEPTHWISE_ROWS_MIN_WIDTH = 8
-DEPTHWISE_ROWS_MAX_COLS = 1 << 22
+DEPTHWISE_ROWS_MAX_COLS = 1 << 18
 # Winograd pays for its transforms only when there are enough tiles per GEMM and channels
 # per tile (measured with numpy on one thread: at 2x2 tiles of a batch-2 4x4 map it is 5x
 # slower than im2col, at 16x16 maps with 64+ channels about 1.5x faster).
@@ -261,8 +261,7 @@ class Convolution(Op):
         ``DEPTHWISE_ROWS_MIN_WIDTH``)."""
         return (xp is np and self.num_group > 1
                 and self.num_group == x_shape[1] == self.num_filter
-                and _depthwise_rows.applies(x_shape, self.kernel_, self.stride_, self.dilate_,
-                                            self.pad_)
+                and _depthwise_rows.applies(self.kernel_, self.stride_, self.dilate_, self.pad_)
                 and x_shape[-1] >= DEPTHWISE_ROWS_MIN_WIDTH
                 and _depthwise_rows.columns_size(x_shape, self.kernel_, self.pad_)
                 <= DEPTHWISE_ROWS_MAX_COLS)
@@ -301,8 +300,9 @@ class Convolution(Op):
         route = self._route(xp, x.shape)
         out = route.out
         if route.depthwise_rows:
-            y, cols = _depthwise_rows.forward(x, w, self.dilate_, self.pad_)
-            return self._biased(y, bias), (cols if is_train else None)
+            # nothing kept for backward: see _depthwise_rows
+            y = _depthwise_rows.forward(x, w, self.dilate_, self.pad_)
+            return self._biased(y, bias), None
         if route.depthwise:
             return self._biased(_depthwise.forward(xp, x, w, out, self.kernel_, self.stride_,
                                                    self.dilate_, self.pad_), bias), None
@@ -378,7 +378,7 @@ class Convolution(Op):
         out = route.out
         if route.depthwise_rows:
             grads[0], grads[1] = _depthwise_rows.backward(
-                gy, x, w, self.dilate_, self.pad_, need_grad[0], need_grad[1], saved)
+                gy, x, w, self.dilate_, self.pad_, need_grad[0], need_grad[1])
             return grads
         if route.depthwise:
             grads[0], grads[1] = _depthwise.backward(
