@@ -5,6 +5,7 @@
     python bench/bench_zoo.py --layers fcn8s [--mxnet-python ...]     # one row per conv layer
     python bench/bench_zoo.py --ops googlenet [--mxnet-python ...]    # one row per op type
     python bench/bench_zoo.py --batch 32 --nets resnet20_cifar [...]   # at a training batch
+    python bench/bench_zoo.py --rounds 3 [...]                         # sides alternated
 
 Each network of ``tests/fixtures/mxnet/zoo/index.json`` is bound at its fixture shapes (batch 2)
 with the fixtures' parameter recipe, then timed as ``forward(is_train=True)`` + ``backward`` on one
@@ -21,6 +22,11 @@ gradients), at the data shape it sees inside NET, forward and backward separatel
 axis N long instead (shapes inferred on each side; the TN-layout RNN graphs then get N time
 steps, not N sequences): the fixtures' batch of 1-2 weighs per-call overheads more than a
 training batch does.
+
+``--rounds R`` runs each side R times, alternating (raymod, MXNet, MXNet, raymod, ...), and
+takes each time's median over the rounds: on a shared machine MXNet's side has measured up
+to 1.8x apart between two runs minutes apart (MobileNet 2.5 and 4.4 ms), which one run per
+side turns straight into its ratios.
 
 ``--ops NET`` splits NET's step by operator type, inside the whole graph: raymod's executor
 steps are timed one by one (median over steps of each type's per-step total); MXNet runs
@@ -322,6 +328,35 @@ def spawn(python: str, argv: list[str], timeout: float, env: dict | None = None)
     return recs
 
 
+TIMES = ("cpu_s", "fwd_cpu_s", "bwd_cpu_s", "wall_s", "fwd_wall_s", "bwd_wall_s")
+
+
+def merge_rounds(rounds: list[list[dict]], key: str) -> list[dict]:
+    """One side's records over rounds (each a run of the side: a header, then one record
+    per name) as one record per name: every time the median over the rounds that measured
+    it, an error only where no round did."""
+    merged: dict[str, dict] = {}
+    for recs in rounds:
+        for rec in recs:
+            if key not in rec:
+                continue
+            entry = merged.setdefault(rec[key], {key: rec[key], "_times": []})
+            if "error" in rec:
+                entry.setdefault("error", rec["error"])
+            else:
+                entry["_times"].append(rec)
+    out = []
+    for entry in merged.values():
+        times = entry.pop("_times")
+        if times:
+            entry.pop("error", None)
+            entry.update({t: statistics.median(r[t] for r in times) for t in TIMES
+                          if all(t in r for r in times)})
+            entry["rounds"] = len(times)
+        out.append(entry)
+    return out
+
+
 def ratio(a: dict | None, b: dict | None, key: str) -> float | None:
     if not a or not b or key not in a or key not in b or not b[key]:
         return None
@@ -338,6 +373,9 @@ def main() -> None:
     ap.add_argument("--layers", default=None, help="time each conv layer of this network")
     ap.add_argument("--ops", default=None, help="split this network's step by operator type")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run each side this many times, alternating (ABBA), and take each "
+                         "time's median over the rounds")
     ap.add_argument("--batch", type=int, default=None,
                     help="every input's first axis this long (the fixtures' shapes: 1-2)")
     ap.add_argument("--mxnet-python", default=None,
@@ -346,6 +384,8 @@ def main() -> None:
     ap.add_argument("--side", choices=("raymod", "mxnet"), help=argparse.SUPPRESS)
     ap.add_argument("--layer-list", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.rounds < 1:
+        raise SystemExit(f"--rounds: expected a positive count, got {args.rounds}")
     if args.side:
         return run_side(args)
     index = json.loads((ZOO / "index.json").read_text())["networks"]
@@ -375,18 +415,24 @@ def main() -> None:
                                                  else [])
         key = "net"
     load = round(os.getloadavg()[0], 2)
-    sides = {"raymod": spawn(sys.executable, ["--side", "raymod"] + common, args.timeout, env)}
+    pythons = {"raymod": sys.executable}
     if args.mxnet_python:
-        sides["mxnet"] = spawn(args.mxnet_python, ["--side", "mxnet"] + common, args.timeout,
-                               env)
-    for recs in sides.values():
-        for rec in recs:
-            print(json.dumps(rec))
+        pythons["mxnet"] = args.mxnet_python
+    runs: dict[str, list[list[dict]]] = {s: [] for s in pythons}
+    for r in range(args.rounds):
+        # ABBA order: a machine that speeds up or slows down over the run favours neither
+        for s in (pythons if r % 2 == 0 else reversed(list(pythons))):
+            recs = spawn(pythons[s], ["--side", s] + common, args.timeout, env)
+            for rec in recs:
+                print(json.dumps({**rec, "round": r}))
+            runs[s].append(recs)
+    sides = {s: [rounds[0][0]] + merge_rounds(rounds, key) for s, rounds in runs.items()}
     rows = {s: {r[key]: r for r in recs if key in r} for s, recs in sides.items()}
     names = list(rows["raymod"]) or list(rows.get("mxnet", {}))
     names += [n for n in rows.get("mxnet", {}) if n not in names]
     print(f"\nload average (1 min) at start {load}, at end {round(os.getloadavg()[0], 2)}; "
           f"one thread; CPU time per forward+backward step, median of {args.repeats}"
+          + (f", then the median over {args.rounds} rounds per side" if args.rounds > 1 else "")
           + (f"; batch {args.batch}" if args.batch else ""))
     for s, recs in sides.items():
         print(f"{s}: {recs[0].get('version')} BLAS {recs[0].get('blas')}")
