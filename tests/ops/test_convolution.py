@@ -360,8 +360,7 @@ DEPTHWISE_ROWS_CASES = [  # data shape, kernel, pad, dilate, no_bias: stride 1, 
 def test_depthwise_rows(ctx, rng, monkeypatch, shape, kernel, pad, dilate, no_bias):
     """Depthwise layers over columns read whole maps at a time (``_depthwise_rows``, made
     to run at any width): outputs against the written-out convolution, both gradients
-    against finite differences, and the same gradients after an inference forward (the
-    columns rebuilt)."""
+    against finite differences, and the same gradients after an inference forward."""
     from raymod.ops.nn import _depthwise_rows
     from raymod.test_utils import check_backward_after_inference
 
@@ -391,7 +390,8 @@ def test_depthwise_rows(ctx, rng, monkeypatch, shape, kernel, pad, dilate, no_bi
 
 def test_depthwise_rows_in_float32_and_where_it_runs(rng):
     """MobileNet's stride-1 depthwise layers from 8x8 maps take ``_depthwise_rows`` (float32
-    results against float64 ones); 4x4 maps, stride 2 and unequal padding do not."""
+    results against float64 ones); 4x4 maps, stride 2, unequal padding and batch 32's
+    column buffers do not."""
     def op(c, stride=(1, 1), pad=(1, 1)):
         return conv_module.Convolution(kernel=(3, 3), stride=stride, pad=pad, num_filter=c,
                                        num_group=c, no_bias=True)

@@ -40,7 +40,8 @@ def test_depthwise_layouts(ctx, rng, monkeypatch, layout, shape, kernel, stride,
     forward and, where the padding allows, the data gradient)."""
     monkeypatch.setattr(conv_module, "DEPTHWISE_MIN_POSITIONS", 0)
     monkeypatch.setattr(im2col_module, "IM2COL_TAKE_MAX", 0)  # small numpy maps take it too
-    monkeypatch.setattr(conv_module, "DEPTHWISE_ROWS_MIN_WIDTH", 1 << 30)  # see test_convolution
+    # the rows route (tested in test_convolution.py) would take the stride-1 same-padded cases
+    monkeypatch.setattr(conv_module, "DEPTHWISE_ROWS_MIN_WIDTH", 1 << 30)
     monkeypatch.setattr(_depthwise, "channels_last",
                         lambda channels, out: layout == "channels_last")
     monkeypatch.setattr(_depthwise, "ROWS_MIN_WIDTH", 0 if layout == "rows" else 1 << 30)

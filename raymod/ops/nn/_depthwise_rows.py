@@ -14,8 +14,8 @@ the input of the data gradient (the same convolution with the flipped kernel: th
 that keeps the size is also the transposed one); read from offset ``ph*Wp + pw`` it is the
 output gradient on the ``Wp``-wide grid with zeros at every cut-off position (they fall on
 padding), which the weight gradient multiplies with the columns, rebuilt from the data:
-kept from forward, a network writes and reads them cold, in memory nothing freed just before
-(MobileNet's depthwise layers took 1.02-1.12x the time keeping them).
+kept from forward, every layer's columns stay alive until backward, so a network writes and
+reads them outside the caches (MobileNet's depthwise layers took 1.02-1.12x the time).
 """
 from __future__ import annotations
 

@@ -21,8 +21,8 @@ DEPTHWISE_MIN_POSITIONS = 1024
 # at a time (see _depthwise_rows) on maps at least this wide, up to this many column
 # elements. Measured inside MobileNet (one thread, numpy; a layer alone flatters the column
 # routes, whose buffers stay hot): at batch 2 (92K-166K column elements, 8x8 to 32x32 maps)
-# forward + backward 0.76-0.82x the grouped route's time, even at 4x4 maps; at batch 32
-# (1.5M-2.7M) 0.97-1.25x the per-offset route's.
+# forward + backward 0.76-0.82x the grouped route's time (4x4 maps: even, alone); at batch
+# 32 (1.5M-2.7M) 0.97-1.25x the per-offset route's.
 DEPTHWISE_ROWS_MIN_WIDTH = 8
 DEPTHWISE_ROWS_MAX_COLS = 1 << 18
 # Winograd pays for its transforms only when there are enough tiles per GEMM and channels
