@@ -194,13 +194,22 @@ class _Injector:
             return self._strike_server(fault)
         if pool is None or not pool.workers:
             return False
-        rank = pool.ranks[fault.pick % len(pool.ranks)]
-        info = pool.info.get(rank, {})
-        if fault.kind == "worker_node":
+        # the pool lists a worker until it notices the loss: one already gone (its process
+        # or node struck by an earlier fault) passes the fault on to the next live one
+        ranks = pool.ranks
+        for k in range(len(ranks)):
+            rank = ranks[(fault.pick + k) % len(ranks)]
+            if self._strike_worker(fault.kind, pool.info.get(rank, {})):
+                return True
+        return False
+
+    def _strike_worker(self, kind: str, info: dict) -> bool:
+        """Strike the worker ``info`` describes (its pid and node); False if it is gone."""
+        if kind == "worker_node":
             return self.rig.remove_node(info.get("node"))
-        if fault.kind == "node_drain":
+        if kind == "node_drain":
             return self.rig.drain_node(info.get("node"))
-        sig = signal.SIGSTOP if fault.kind == "worker_stop" else signal.SIGKILL
+        sig = signal.SIGSTOP if kind == "worker_stop" else signal.SIGKILL
         try:
             os.kill(info["pid"], sig)
         except (KeyError, ProcessLookupError):
