@@ -5,7 +5,7 @@ Laid out row after row, a zero-padded ``(Hp, Wp)`` map shifted by ``i*dh*Wp + j*
 elements is what kernel offset ``(i, j)`` reads, if every output row is computed ``Wp`` wide
 (the last ``Wp - W`` entries are cut off). So the columns of all offsets are one copy of a
 strided view whose contiguous runs are whole maps (``H*Wp`` long) instead of output rows:
-2.5-3.3x faster than im2col's copy on MobileNet's 8x8 to 32x32 depthwise layers at batch 2
+2.1-3.3x faster than im2col's copy on MobileNet's 8x8 to 32x32 depthwise layers at batch 2
 (measured, numpy, one thread). The convolution is then one grouped product
 ``(C, 1, K) @ (C, K, N*H*Wp)``.
 
