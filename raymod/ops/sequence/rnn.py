@@ -389,8 +389,9 @@ class RNN(Op):
         dhy = out_grads[1] if self.state_outputs and out_grads[1] is not None else zeros
         dcy = (out_grads[2] if self.state_outputs and self._lstm and out_grads[2] is not None
                else zeros)
-        entries, total = param_layout(self.mode, self.num_layers, dirs, x.shape[2], hidden)
+        _, total = _layout(self.mode, self.num_layers, dirs, x.shape[2], hidden)
         dflat = xp.empty((total,), x.dtype)
+        dweights = self._weights(xp, dflat, x.shape[2])  # views: gradients written in place
         layers = saved["layers"]
         dh0 = xp.empty_like(zeros)
         dc0 = xp.empty_like(zeros)
@@ -409,8 +410,8 @@ class RNN(Op):
                 dx = gx if dx is None else dx + gx
                 dh0[k] = dh
                 dc0[k] = dc
-                for key, (o, shape) in entries[k].items():
-                    dflat[o:o + _size(shape)] = grads[key].reshape(-1)
+                for key, view in dweights[k].items():
+                    view[...] = grads[key].reshape(view.shape)
             dy = dx
         grads = [dy, dflat, dh0]
         if self._lstm:
