@@ -1,3 +1,5 @@
+import itertools
+
 import numpy as np
 import pytest
 
@@ -348,6 +350,107 @@ def test_shifted_routes_in_float32(rng, monkeypatch, shape, kernel, pad, dilate,
         np.testing.assert_allclose(grad, dw64, rtol=1e-4, atol=1e-4 * np.abs(dw64).max())
 
 
+def check_depthwise_route(ctx, rng, monkeypatch, module, shape, kernel, stride, pad, dilate,
+                          no_bias):
+    """A depthwise layer that takes ``module``'s route: outputs against the written-out
+    convolution, both gradients against finite differences, the same gradients after an
+    inference forward, and (on numpy) that the route ran both ways."""
+    from raymod.test_utils import check_backward_after_inference
+
+    calls = {"forward": 0, "backward": 0}
+    for name in calls:
+        def spy(*a, _name=name, _original=getattr(module, name), **k):
+            calls[_name] += 1
+            return _original(*a, **k)
+        monkeypatch.setattr(module, name, spy)
+    c = shape[1]
+    names = ["data", "weight"] + ([] if no_bias else ["bias"])
+    sym = op_symbol("Convolution", names, kernel=kernel, stride=stride, pad=pad, dilate=dilate,
+                    num_filter=c, num_group=c, no_bias=no_bias)
+    inputs = {"data": rng.standard_normal(shape), "weight": rng.standard_normal((c, 1) + kernel)}
+    if not no_bias:
+        inputs["bias"] = rng.standard_normal(c)
+    check_forward(sym, inputs, lambda data, weight, bias=None: reference_conv(
+        data, weight, bias, stride, pad, dilate, c), ctx)
+    check_gradient(sym, inputs, ctx)
+    out_shape = sym.infer_shape(data=shape)[1][0]
+    grads = check_backward_after_inference(sym, inputs, [rng.standard_normal(out_shape)], ctx)
+    assert set(grads) == set(names)
+    if ctx.device_type == "cpu":
+        assert calls["forward"] and calls["backward"]
+
+
+def check_depthwise_float32(layer, shape, stride, rng):
+    """``layer`` (3x3, padded by one) in float32 against float64, and float64 against the
+    written-out convolution; either gradient alone."""
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal((shape[1], 1, 3, 3))
+    x32, w32 = x.astype(np.float32), w.astype(np.float32)
+    (y,), saved = layer.forward(np, [x32, w32], [], True)
+    gy = rng.standard_normal(y.shape)
+    gx, gw = layer.backward(np, [gy.astype(np.float32)], [x32, w32], [y], saved, [True, True])
+    (y64,), saved64 = layer.forward(np, [x, w], [], True)
+    gx64, gw64 = layer.backward(np, [gy], [x, w], [y64], saved64, [True, True])
+    assert y.dtype == gx.dtype == gw.dtype == np.float32
+    np.testing.assert_allclose(y64, reference_conv(x, w, None, stride, (1, 1), (1, 1),
+                                                   shape[1]), rtol=1e-10, atol=1e-10)
+    for low, high in [(y, y64), (gx, gx64), (gw, gw64)]:
+        np.testing.assert_allclose(low, high, rtol=1e-4, atol=1e-4 * np.abs(high).max())
+    assert layer.backward(np, [gy], [x, w], [y64], saved64, [True, False])[1] is None
+    assert layer.backward(np, [gy], [x, w], [y64], saved64, [False, True])[0] is None
+
+
+def depthwise_layer(c, stride=(1, 1), pad=(1, 1), group=None):
+    """A 3x3 depthwise layer of ``c`` channels (``group`` channels a group when given)."""
+    return conv_module.Convolution(kernel=(3, 3), stride=stride, pad=pad, num_filter=c,
+                                   num_group=group or c, no_bias=True)
+
+
+DEPTHWISE_DENSE_CASES = [  # data shape, kernel, stride, pad, dilate, no_bias
+    ((2, 5, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1), False),  # MobileNet's 4x4 layers
+    ((1, 3, 2, 2), (3, 3), (1, 1), (1, 1), (1, 1), True),  # 2x2: most taps on padding
+    ((2, 4, 5, 4), (3, 3), (2, 2), (1, 1), (1, 1), True),  # stride 2, odd rows
+    ((3, 2, 6, 5), (3, 2), (2, 1), (2, 0), (2, 1), False),  # dilated, asymmetric, unpadded
+]
+
+
+@pytest.mark.parametrize("shape,kernel,stride,pad,dilate,no_bias", DEPTHWISE_DENSE_CASES)
+def test_depthwise_dense(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, no_bias):
+    """Depthwise layers on tiny maps as one dense matrix per channel (``_depthwise_dense``;
+    after an inference forward no matrices are kept)."""
+    from raymod.ops.nn import _depthwise_dense
+
+    check_depthwise_route(ctx, rng, monkeypatch, _depthwise_dense, shape, kernel, stride, pad,
+                          dilate, no_bias)
+
+
+def test_depthwise_dense_taps_and_where_it_runs(rng):
+    """The 0/1 tap matrices against the written-out geometry; MobileNet's 2x2 and 4x4
+    depthwise layers take the route in float32 (against float64), larger maps, grouped
+    layers with several channels a group, other array modules and 1-D layers do not."""
+    from raymod.ops.nn import _depthwise_dense
+
+    taps = _depthwise_dense.taps((3, 4), (2, 2), (2, 2), (2, 1), (1, 2), (1, 0), np.float64)
+    assert taps.shape == (4, 4, 12) and not taps.flags.writeable
+    for (i, j), (oy, ox) in itertools.product(np.ndindex(2, 2), np.ndindex(2, 2)):
+        row, col = oy * 2 - 1 + i, ox + 2 * j
+        want = np.zeros(12)
+        if 0 <= row < 3 and 0 <= col < 4:
+            want[row * 4 + col] = 1
+        np.testing.assert_array_equal(taps[i * 2 + j, oy * 2 + ox], want)
+    for shape, stride in [((2, 128, 4, 4), (1, 1)), ((2, 256, 2, 2), (1, 1)),
+                          ((2, 128, 4, 4), (2, 2))]:
+        layer = depthwise_layer(shape[1], stride)
+        assert layer._route(np, shape).depthwise_dense
+        check_depthwise_float32(layer, shape, stride, rng)
+    assert not depthwise_layer(64)._route(np, (2, 64, 8, 8)).depthwise_dense  # 262K elements
+    assert not depthwise_layer(64, (2, 2))._route(np, (2, 64, 8, 8)).depthwise_dense  # 65K
+    assert not depthwise_layer(8, group=4)._route(np, (2, 8, 4, 4)).depthwise_dense
+    assert not depthwise_layer(128)._route(object(), (2, 128, 4, 4)).depthwise_dense
+    line = conv_module.Convolution(kernel=(3,), pad=(1,), num_filter=4, num_group=4)
+    assert not line._route(np, (2, 4, 5)).depthwise_dense
+
+
 DEPTHWISE_ROWS_CASES = [  # data shape, kernel, pad, dilate, no_bias: stride 1, size kept
     ((2, 3, 7, 6), (3, 3), (1, 1), (1, 1), False),
     ((1, 4, 9, 10), (3, 3), (2, 2), (2, 2), True),  # dilated
@@ -359,64 +462,23 @@ DEPTHWISE_ROWS_CASES = [  # data shape, kernel, pad, dilate, no_bias: stride 1, 
 @pytest.mark.parametrize("shape,kernel,pad,dilate,no_bias", DEPTHWISE_ROWS_CASES)
 def test_depthwise_rows(ctx, rng, monkeypatch, shape, kernel, pad, dilate, no_bias):
     """Depthwise layers over columns read whole maps at a time (``_depthwise_rows``, made
-    to run at any width): outputs against the written-out convolution, both gradients
-    against finite differences, and the same gradients after an inference forward."""
+    to run at any width)."""
     from raymod.ops.nn import _depthwise_rows
-    from raymod.test_utils import check_backward_after_inference
 
     monkeypatch.setattr(conv_module, "DEPTHWISE_ROWS_MIN_WIDTH", 1)
-    calls = {"forward": 0, "backward": 0}
-    for name in calls:
-        def spy(*a, _name=name, _original=getattr(_depthwise_rows, name), **k):
-            calls[_name] += 1
-            return _original(*a, **k)
-        monkeypatch.setattr(_depthwise_rows, name, spy)
-    c = shape[1]
-    names = ["data", "weight"] + ([] if no_bias else ["bias"])
-    sym = op_symbol("Convolution", names, kernel=kernel, pad=pad, dilate=dilate, num_filter=c,
-                    num_group=c, no_bias=no_bias)
-    inputs = {"data": rng.standard_normal(shape), "weight": rng.standard_normal((c, 1) + kernel)}
-    if not no_bias:
-        inputs["bias"] = rng.standard_normal(c)
-    check_forward(sym, inputs, lambda data, weight, bias=None: reference_conv(
-        data, weight, bias, (1, 1), pad, dilate, c), ctx)
-    check_gradient(sym, inputs, ctx)
-    out_shape = sym.infer_shape(data=shape)[1][0]
-    grads = check_backward_after_inference(sym, inputs, [rng.standard_normal(out_shape)], ctx)
-    assert set(grads) == set(names)
-    if ctx.device_type == "cpu":
-        assert calls["forward"] and calls["backward"]
+    check_depthwise_route(ctx, rng, monkeypatch, _depthwise_rows, shape, kernel, (1, 1), pad,
+                          dilate, no_bias)
 
 
 def test_depthwise_rows_in_float32_and_where_it_runs(rng):
     """MobileNet's stride-1 depthwise layers from 8x8 maps take ``_depthwise_rows`` (float32
     results against float64 ones); 4x4 maps, stride 2, unequal padding and batch 32's
     column buffers do not."""
-    def op(c, stride=(1, 1), pad=(1, 1)):
-        return conv_module.Convolution(kernel=(3, 3), stride=stride, pad=pad, num_filter=c,
-                                       num_group=c, no_bias=True)
-
     for shape in [(2, 8, 32, 32), (2, 64, 8, 8)]:
-        layer = op(shape[1])
+        layer = depthwise_layer(shape[1])
         assert layer._route(np, shape).depthwise_rows
-        x = rng.standard_normal(shape)
-        w = rng.standard_normal((shape[1], 1, 3, 3))
-        x32, w32 = x.astype(np.float32), w.astype(np.float32)
-        (y,), saved = layer.forward(np, [x32, w32], [], True)
-        gy = rng.standard_normal(y.shape)
-        gx, gw = layer.backward(np, [gy.astype(np.float32)], [x32, w32], [y], saved,
-                                [True, True])
-        (y64,), saved64 = layer.forward(np, [x, w], [], True)
-        gx64, gw64 = layer.backward(np, [gy], [x, w], [y64], saved64, [True, True])
-        assert y.dtype == gx.dtype == gw.dtype == np.float32
-        np.testing.assert_allclose(y64, reference_conv(x, w, None, (1, 1), (1, 1), (1, 1),
-                                                       shape[1]), rtol=1e-10, atol=1e-10)
-        for low, high in [(y, y64), (gx, gx64), (gw, gw64)]:
-            np.testing.assert_allclose(low, high, rtol=1e-4, atol=1e-4 * np.abs(high).max())
-        # only the data gradient, or only the weight's
-        assert layer.backward(np, [gy], [x, w], [y64], saved64, [True, False])[1] is None
-        assert layer.backward(np, [gy], [x, w], [y64], saved64, [False, True])[0] is None
-    assert not op(128)._route(np, (2, 128, 4, 4)).depthwise_rows
-    assert not op(16, stride=(2, 2))._route(np, (2, 16, 32, 32)).depthwise_rows
-    assert not op(16, pad=(0, 0))._route(np, (2, 16, 32, 32)).depthwise_rows
-    assert not op(8)._route(np, (32, 8, 32, 32)).depthwise_rows  # too many columns
+        check_depthwise_float32(layer, shape, (1, 1), rng)
+    assert not depthwise_layer(128)._route(np, (2, 128, 4, 4)).depthwise_rows
+    assert not depthwise_layer(16, stride=(2, 2))._route(np, (2, 16, 32, 32)).depthwise_rows
+    assert not depthwise_layer(16, pad=(0, 0))._route(np, (2, 16, 32, 32)).depthwise_rows
+    assert not depthwise_layer(8)._route(np, (32, 8, 32, 32)).depthwise_rows  # too many columns

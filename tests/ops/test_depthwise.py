@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import raymod.ops.nn.convolution as conv_module
-from raymod.ops.nn import _depthwise
+from raymod.ops.nn import _depthwise, _depthwise_dense
 from raymod.ops.nn import _im2col as im2col_module
 from raymod.test_utils import check_forward, check_gradient, op_symbol
 
@@ -42,6 +42,7 @@ def test_depthwise_layouts(ctx, rng, monkeypatch, layout, shape, kernel, stride,
     monkeypatch.setattr(im2col_module, "IM2COL_TAKE_MAX", 0)  # small numpy maps take it too
     # the rows route (tested in test_convolution.py) would take the stride-1 same-padded cases
     monkeypatch.setattr(conv_module, "DEPTHWISE_ROWS_MIN_WIDTH", 1 << 30)
+    monkeypatch.setattr(_depthwise_dense, "MAX_DENSE", 0)  # and the dense one, the tiny ones
     monkeypatch.setattr(_depthwise, "channels_last",
                         lambda channels, out: layout == "channels_last")
     monkeypatch.setattr(_depthwise, "ROWS_MIN_WIDTH", 0 if layout == "rows" else 1 << 30)

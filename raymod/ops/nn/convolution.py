@@ -13,7 +13,8 @@ from ._im2col import (CONV_PARAMS, batch_last, batch_major, blocked_forward,
                       blocked_weight_grad, channel_major, check_conv_attrs, col2im, cols_size,
                       conv_out_size, data_batch_channels, data_grad_as_conv, flipped_transpose,
                       grouped, im2col, swaps_product, times_transposed, transposed_pad)
-from . import _depthwise, _depthwise_rows, _im2col, _shifted, _skinny_gemm, _winograd
+from . import (_depthwise, _depthwise_dense, _depthwise_rows, _im2col, _shifted, _skinny_gemm,
+               _winograd)
 
 # Depthwise layers with fewer output positions (batch times map) use the grouped GEMM.
 DEPTHWISE_MIN_POSITIONS = 1024
@@ -119,6 +120,7 @@ class _Route(NamedTuple):
     out: tuple  # output spatial shape
     depthwise: bool
     depthwise_rows: bool  # see _depthwise_rows
+    depthwise_dense: bool  # see _depthwise_dense
     winograd_forward: bool
     winograd_backward: bool
     batch_last: bool  # column buffers' layout (see _im2col.batch_last)
@@ -188,8 +190,10 @@ class Convolution(Op):
             shifted_forward = (not (blocked or pointwise or winograd_forward)
                                and self._shifted(xp, x_shape, forward=True))
             rows = self._depthwise_rows(xp, x_shape)
+            dense = not rows and self._depthwise_dense(xp, x_shape, out)
             route = self._routes[key] = _Route(
-                out, not rows and self._depthwise(xp, x_shape), rows, winograd_forward,
+                out, not (rows or dense) and self._depthwise(xp, x_shape), rows, dense,
+                winograd_forward,
                 winograd_backward, last, pointwise, blocked,
                 blocked_forward=(xp is np and self.num_group == 1 and not last
                                  and size >= BLOCKED_FORWARD_MIN
@@ -266,6 +270,12 @@ class Convolution(Op):
                 and _depthwise_rows.columns_size(x_shape, self.kernel_, self.pad_)
                 <= DEPTHWISE_ROWS_MAX_COLS)
 
+    def _depthwise_dense(self, xp, x_shape, out) -> bool:
+        """Whether this layer runs as :mod:`._depthwise_dense` (tiny maps)."""
+        return (xp is np and len(self.kernel_) == 2 and self.num_group > 1
+                and self.num_group == x_shape[1] == self.num_filter
+                and _depthwise_dense.dense_size(x_shape, out) <= _depthwise_dense.MAX_DENSE)
+
     def _depthwise(self, xp, x_shape) -> bool:
         """Whether this layer runs as depthwise (one filter per channel, see
         :mod:`._depthwise`): on small maps with few channels the grouped GEMM's few large
@@ -273,7 +283,8 @@ class Convolution(Op):
         from 28x28); with many channels its channels-last form wins at any size (1.3-2x,
         MobileNet's 16x16 to 2x2 maps). Small numpy column buffers go the grouped way, whose
         im2col and col2im are then one gather and one bincount: 1.1-2x faster than the
-        depthwise path on MobileNet's layers, forward and backward."""
+        depthwise path on MobileNet's layers, forward and backward (its tiniest maps run as
+        :mod:`._depthwise_dense`)."""
         out = self._out_spatial(x_shape[2:])
         if not (self.num_group > 1 and self.num_group == x_shape[1] == self.num_filter):
             return False
@@ -303,6 +314,10 @@ class Convolution(Op):
             # nothing kept for backward: see _depthwise_rows
             y = _depthwise_rows.forward(x, w, self.dilate_, self.pad_)
             return self._biased(y, bias), None
+        if route.depthwise_dense:
+            y, m = _depthwise_dense.forward(x, w, out, self.kernel_, self.stride_, self.dilate_,
+                                            self.pad_)
+            return self._biased(y, bias), (m if is_train else None)
         if route.depthwise:
             return self._biased(_depthwise.forward(xp, x, w, out, self.kernel_, self.stride_,
                                                    self.dilate_, self.pad_), bias), None
@@ -379,6 +394,14 @@ class Convolution(Op):
         if route.depthwise_rows:
             grads[0], grads[1] = _depthwise_rows.backward(
                 gy, x, w, self.dilate_, self.pad_, need_grad[0], need_grad[1])
+            return grads
+        if route.depthwise_dense:
+            geometry = (self.kernel_, self.stride_, self.dilate_, self.pad_)
+            m = saved
+            if m is None:  # after an inference forward
+                m = _depthwise_dense.forward(x, w, out, *geometry)[1]
+            grads[0], grads[1] = _depthwise_dense.backward(gy, x, m, *geometry, need_grad[0],
+                                                           need_grad[1])
             return grads
         if route.depthwise:
             grads[0], grads[1] = _depthwise.backward(
