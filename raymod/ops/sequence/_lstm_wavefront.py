@@ -25,28 +25,24 @@ import functools
 
 import numpy as np
 
-
-def _reorder(xp, w, hidden, out=None):
-    """MXNet's gate rows of ``w`` (4H, ...; gates i, f, g, o) as (4, H, ...) in the order
-    o, i, f, g, the sigmoid gates' rows halved (``sigmoid(z) = (tanh(z / 2) + 1) / 2``;
-    halving is exact). In this order the sigmoid gates are one block for the forward pass,
-    and the gates whose gradient goes through the cell state (i, f, g) one for backward."""
-    w = w.reshape((4, hidden) + w.shape[1:])
-    if out is None:
-        out = xp.empty_like(w)
-    xp.multiply(w[3], 0.5, out=out[0])
-    xp.multiply(w[:2], 0.5, out=out[1:3])
-    out[3] = w[2]
-    return out
+#: per gate (MXNet's order i, f, g, o) the factor on its rows of the block matrix: the
+#: sigmoid gates' are halved, since ``sigmoid(z) = (tanh(z / 2) + 1) / 2`` (halving is exact)
+_SCALE = (0.5, 0.5, 1.0, 0.5)
+#: and what turns the gates' ``tanh`` into their activations: ``a * _SCALE + _SHIFT``
+_SHIFT = (0.5, 0.5, 0.0, 0.5)
 
 
-def _restore(xp, halved, out):
-    """The inverse of :func:`_reorder` for gradients: ``halved`` (4, H, ...) taken against the
-    reordered, halved pre-activations, written to ``out`` as those of MXNet's rows."""
-    xp.multiply(halved[1:3], 0.5, out=out[:2])
-    out[2] = halved[3]
-    xp.multiply(halved[0], 0.5, out=out[3])
-    return out
+@functools.lru_cache(maxsize=16)
+def _gate_column(values: tuple, dtype, ndim: int):
+    """``values`` (one per gate) as a read-only (4, 1, ...) numpy array of ``ndim`` dims."""
+    column = np.array(values, dtype).reshape((4,) + (1,) * (ndim - 1))
+    column.flags.writeable = False
+    return column
+
+
+def _gates(xp, values, dtype, ndim):
+    column = _gate_column(values, np.dtype(dtype), ndim)
+    return column if xp is np else xp.asarray(column)
 
 
 @functools.lru_cache(maxsize=64)
@@ -58,19 +54,25 @@ def _busy(steps: int, layers: int):
 
 
 def _block(xp, weights, hidden, inputs):
-    """``B`` as (4, L, H, L*H + I + 1): the gates (reordered and halved like
-    :func:`_reorder`) of each layer and unit against every layer's state, the sequence's
-    input and a one."""
+    """``B`` as (4, L, H, L*H + I + 1): the gates (MXNet's order, rows scaled by
+    ``_SCALE``) of each layer and unit against every layer's state, the sequence's input and
+    a one."""
     layers = len(weights)
     width = layers * hidden
-    block = xp.zeros((4, layers, hidden, width + inputs + 1), weights[0]["h2h_weight"].dtype)
+    dtype = weights[0]["h2h_weight"].dtype
+    block = xp.zeros((4, layers, hidden, width + inputs + 1), dtype)
+    scale = _gates(xp, _SCALE, dtype, 3)
     for layer, w in enumerate(weights):
         own = slice(layer * hidden, (layer + 1) * hidden)
         below = (slice(width, width + inputs) if layer == 0 else
                  slice((layer - 1) * hidden, layer * hidden))
-        _reorder(xp, w["h2h_weight"], hidden, block[:, layer, :, own])
-        _reorder(xp, w["i2h_weight"], hidden, block[:, layer, :, below])
-        _reorder(xp, w["i2h_bias"] + w["h2h_bias"], hidden, block[:, layer, :, -1])
+        xp.multiply(w["h2h_weight"].reshape(4, hidden, hidden), scale,
+                    out=block[:, layer, :, own])
+        xp.multiply(w["i2h_weight"].reshape(4, hidden, -1), scale,
+                    out=block[:, layer, :, below])
+        bias = block[:, layer, :, -1]
+        xp.add(w["i2h_bias"].reshape(4, hidden), w["h2h_bias"].reshape(4, hidden), out=bias)
+        bias *= scale[:, :, 0]
     return block
 
 
@@ -82,13 +84,14 @@ def forward(xp, x, weights, h0, c0, final_states):
     wave runs every layer, so that each call covers one contiguous block: a layer outside its
     steps computes values nothing reads (its initial states are put in place just before its
     first step). All four gates take one ``tanh``: the sigmoid gates' rows are halved (see
-    :func:`_reorder`), one scale and one shift finish them.
+    ``_SCALE``), one scale and one shift finish them.
     """
     steps, batch, inputs = x.shape
     layers, hidden, dtype = len(weights), h0.shape[2], x.dtype
     count, width = steps + layers - 1, layers * hidden
     block = _block(xp, weights, hidden, inputs)
     flat_block = block.reshape(4 * width, -1)
+    scale, shift = _gates(xp, _SCALE, dtype, 4), _gates(xp, _SHIFT, dtype, 4)
     # cols[k]: what wave k multiplies, hidden[k] its view of the layers' states
     cols = xp.empty((count + 1, width + inputs + 1, batch), dtype)
     cols[:steps, width:-1] = x.transpose(0, 2, 1)
@@ -96,26 +99,28 @@ def forward(xp, x, weights, h0, c0, final_states):
     cols[:, -1] = 1
     hidden_states = cols[:, :width].reshape(count + 1, layers, hidden, batch)
     hidden_states[0] = h0.transpose(0, 2, 1)
-    # acts[k]: wave k's gates o, i, f, g and, fifth, the cell states it starts from, so that
+    # acts[k]: wave k's gates i, f, g, o and, fifth, the cell states it starts from, so that
     # (i, f) * (g, c) is one call
     acts = xp.empty((count + 1, 5, layers, hidden, batch), dtype)
     cs = acts[:, 4]
     cs[0] = c0.transpose(0, 2, 1)
     tcs = xp.empty((count, layers, hidden, batch), dtype)  # tanh of each new cell state
     both = xp.empty((2, layers, hidden, batch), dtype)
-    for k in range(count):  # loop over waves: each needs the last one's states
+    # views per wave, taken by iteration (one C call each) rather than indexing in the loop
+    pre = acts.reshape(count + 1, 5 * width, batch)[:, :4 * width]
+    for k, (a, p, col, tc, h_next, c_next) in enumerate(zip(
+            acts, pre, cols, tcs, hidden_states[1:], cs[1:])):  # waves: each needs the last
         if 0 < k < layers:  # layer k's first step
             hidden_states[k, k], cs[k, k] = hidden_states[0, k], cs[0, k]
-        a = acts[k]
-        xp.matmul(flat_block, cols[k], out=a[:4].reshape(4 * width, batch))
-        xp.tanh(a[:4], out=a[:4])
-        sig = a[:3]
-        sig *= 0.5
-        sig += 0.5
-        xp.multiply(a[1:3], a[3:5], out=both)  # i g and f c
-        xp.add(both[0], both[1], out=cs[k + 1])
-        xp.tanh(cs[k + 1], out=tcs[k])
-        xp.multiply(a[0], tcs[k], out=hidden_states[k + 1])
+        xp.matmul(flat_block, col, out=p)
+        gates = a[:4]
+        xp.tanh(gates, out=gates)
+        gates *= scale
+        gates += shift
+        xp.multiply(a[:2], a[2::2], out=both)  # i g and f c
+        xp.add(both[0], both[1], out=c_next)
+        xp.tanh(c_next, out=tc)
+        xp.multiply(a[3], tc, out=h_next)
     outs = [hidden_states[layers:, layers - 1].transpose(0, 2, 1).copy()]
     if final_states:
         outs += [xp.stack([states[steps + layer, layer].T for layer in range(layers)])
@@ -130,7 +135,7 @@ def backward(xp, saved, dy, dhy, dcy, grads):
     ``c0``, and writes each layer's weight and bias gradients into ``grads`` (a list of
     dicts of arrays keyed like the forward pass's ``weights``).
 
-    The loop carries the gradients of the forward pass's halved pre-activations (twice the
+    The loop carries the gradients of the forward pass's scaled pre-activations (twice the
     true ones for the sigmoid gates), so that it multiplies by the same block, transposed.
     A layer outside its steps has zero factors and a forget gate of one, so that it passes
     nothing on and carries its cell gradient through unchanged.
@@ -139,7 +144,7 @@ def backward(xp, saved, dy, dhy, dcy, grads):
     steps, batch = dy.shape[:2]
     count, layers, hidden = tcs.shape[:3]
     width, dtype = layers * hidden, dy.dtype
-    o, i, f, g, cs = (acts[:count, j] for j in range(5))
+    i, f, g, o, cs = (acts[:count, j] for j in range(5))
     busy = xp.asarray(_busy(steps, layers))
     twice = xp.where(busy, dtype.type(2), dtype.type(0))
     # d pre / d c for the i, f, g gates, d pre / d h for the o gate, d c / d h through h
@@ -166,7 +171,7 @@ def backward(xp, saved, dy, dhy, dcy, grads):
     # each layer's cell gradient, carried back a step at a time
     dc = (xp.zeros((layers, hidden, batch), dtype) if dcy is None else
           dcy.transpose(0, 2, 1).copy())
-    dpre = xp.empty((count, 4, layers, hidden, batch), dtype)  # gradients of o, i, f, g
+    dpre = xp.empty((count, 4, layers, hidden, batch), dtype)  # gradients of i, f, g, o
     tmp = xp.empty((layers, hidden, batch), dtype)
     block_t = block[:, :width].T  # the states' columns
     for k in range(count - 1, -1, -1):  # waves in reverse
@@ -174,15 +179,16 @@ def backward(xp, saved, dy, dhy, dcy, grads):
         xp.multiply(dh, cell_factor[k], out=tmp)
         dc += tmp
         p = dpre[k]
-        xp.multiply(factors[k], dc, out=p[1:])
-        xp.multiply(dh, out_factor[k], out=p[0])
+        xp.multiply(factors[k], dc, out=p[:3])
+        xp.multiply(dh, out_factor[k], out=p[3])
         dc *= forget[k]
         dhidden[k] += (block_t @ p.reshape(4 * width, batch)).reshape(layers, hidden, batch)
     dh0 = xp.stack([dhidden[layer, layer].T for layer in range(layers)])
     dc0 = dc.transpose(0, 2, 1).copy()
-    # the gradients of every wave's gates in MXNet's order at their true scale (4, L, H, K, N)
-    true = _restore(xp, dpre.transpose(1, 2, 3, 0, 4),
-                    xp.empty((4, layers, hidden, count, batch), dtype))
+    # the gradients of every wave's gates at their true scale (4, L, H, K, N)
+    true = xp.empty((4, layers, hidden, count, batch), dtype)
+    true[...] = dpre.transpose(1, 2, 3, 0, 4)
+    true *= _gates(xp, _SCALE, dtype, 5)
     first = true[:, 0, :, :steps].reshape(4 * hidden, -1)
     dx = (first.T @ saved["input_weight"]).reshape(steps, batch, -1)
     # B's gradient: those against what each wave multiplied, in one product
