@@ -408,25 +408,31 @@ def depthwise_layer(c, stride=(1, 1), pad=(1, 1), group=None):
 
 DEPTHWISE_DENSE_CASES = [  # data shape, kernel, stride, pad, dilate, no_bias
     ((2, 5, 4, 4), (3, 3), (1, 1), (1, 1), (1, 1), False),  # MobileNet's 4x4 layers
-    ((1, 3, 2, 2), (3, 3), (1, 1), (1, 1), (1, 1), True),  # 2x2: most taps on padding
+    ((1, 3, 4, 4), (3, 3), (1, 1), (2, 2), (2, 2), True),  # dilated: most taps on padding
     ((2, 4, 5, 4), (3, 3), (2, 2), (1, 1), (1, 1), True),  # stride 2, odd rows
     ((3, 2, 6, 5), (3, 2), (2, 1), (2, 0), (2, 1), False),  # dilated, asymmetric, unpadded
 ]
 
 
+@pytest.mark.parametrize("products", ["numpy", "matmul"])
 @pytest.mark.parametrize("shape,kernel,stride,pad,dilate,no_bias", DEPTHWISE_DENSE_CASES)
-def test_depthwise_dense(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, no_bias):
+def test_depthwise_dense(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, no_bias,
+                         products):
     """Depthwise layers on tiny maps as one dense matrix per channel (``_depthwise_dense``;
-    after an inference forward no matrices are kept)."""
+    after an inference forward no matrices are kept), with numpy's stacked matrix-vector
+    products and with the ``matmul`` forms older numpy takes."""
     from raymod.ops.nn import _depthwise_dense
 
+    if products == "matmul":
+        monkeypatch.setattr(_depthwise_dense, "_matvec", _depthwise_dense._matvec_as_matmul)
+        monkeypatch.setattr(_depthwise_dense, "_vecmat", _depthwise_dense._vecmat_as_matmul)
     check_depthwise_route(ctx, rng, monkeypatch, _depthwise_dense, shape, kernel, stride, pad,
                           dilate, no_bias)
 
 
 def test_depthwise_dense_taps_and_where_it_runs(rng):
-    """The 0/1 tap matrices against the written-out geometry; MobileNet's 2x2 and 4x4
-    depthwise layers take the route in float32 (against float64), larger maps, grouped
+    """The 0/1 tap matrices against the written-out geometry; MobileNet's 4x4 depthwise
+    layers take the route in float32 (against float64); larger maps, 2x2 maps, grouped
     layers with several channels a group, other array modules and 1-D layers do not."""
     from raymod.ops.nn import _depthwise_dense
 
@@ -438,13 +444,13 @@ def test_depthwise_dense_taps_and_where_it_runs(rng):
         if 0 <= row < 3 and 0 <= col < 4:
             want[row * 4 + col] = 1
         np.testing.assert_array_equal(taps[i * 2 + j, oy * 2 + ox], want)
-    for shape, stride in [((2, 128, 4, 4), (1, 1)), ((2, 256, 2, 2), (1, 1)),
-                          ((2, 128, 4, 4), (2, 2))]:
+    for shape, stride in [((2, 128, 4, 4), (1, 1)), ((2, 128, 4, 4), (2, 2))]:
         layer = depthwise_layer(shape[1], stride)
         assert layer._route(np, shape).depthwise_dense
         check_depthwise_float32(layer, shape, stride, rng)
     assert not depthwise_layer(64)._route(np, (2, 64, 8, 8)).depthwise_dense  # 262K elements
     assert not depthwise_layer(64, (2, 2))._route(np, (2, 64, 8, 8)).depthwise_dense  # 65K
+    assert not depthwise_layer(256)._route(np, (2, 256, 2, 2)).depthwise_dense
     assert not depthwise_layer(8, group=4)._route(np, (2, 8, 4, 4)).depthwise_dense
     assert not depthwise_layer(128)._route(object(), (2, 128, 4, 4)).depthwise_dense
     line = conv_module.Convolution(kernel=(3,), pad=(1,), num_filter=4, num_group=4)

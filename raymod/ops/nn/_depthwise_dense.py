@@ -4,12 +4,14 @@ On a map of ``L`` positions with ``Lo`` outputs, a depthwise layer is per channe
 linear map ``y[n, c] = M[c] @ x[n, c]`` with ``M[c] = sum_k w[c, k] P[k]``: ``P[k]`` is the
 fixed ``(Lo, L)`` 0/1 matrix of which input position kernel offset ``k`` reads for each
 output (padding reads nothing). All channels' ``M`` are then one GEMM, ``w (C, K) @ P
-(K, Lo*L)``, and the layer one stacked matrix-vector product. At MobileNet's 2x2 and 4x4
-maps (``C*Lo*L`` up to 32K) this is a handful of calls where im2col's gather, the grouped
-product and col2im's bincount take several more: forward 0.55-0.85x and backward 0.55-0.87x
-their time (measured, numpy, one thread, batch 2), MobileNet's whole step 0.95-0.97x. On
-larger maps ``M`` grows with ``L*Lo`` and the route loses: 64 channels at 8x8, stride 2
-(65K elements), forward 1.08x; stride 1 (262K), 1.8-5.6x.
+(K, Lo*L)``, and the layer one stacked matrix-vector product. At MobileNet's 4x4 maps
+(``C*Lo*L`` up to 32K) this is a handful of calls where im2col's gather, the grouped
+product and col2im's bincount take several more. Forward + backward against the grouped
+route (measured, numpy, one thread, batch 2 / 8 / 32): 0.64-0.88x on 4x4 maps of 64-128
+channels, 0.28-0.35x at batch 32 with stride 2, 1.06-1.09x on 8x8 maps at stride 2 and
+batch 2; MobileNet's whole step at batch 2 0.95-0.97x. On larger maps ``M`` grows with
+``L*Lo`` and the route loses: 64 channels at 8x8, stride 2 (65K elements), forward 1.08x;
+stride 1 (262K), 1.8-5.6x.
 
 Backward: the data gradient is ``gy[n, c] @ M[c]``; the weight gradient
 ``sum_n sum_o gy[n, c, o] * cols[n, c, k, o]``, with the columns ``cols = x @ P^T`` one more
@@ -21,17 +23,35 @@ import functools
 
 import numpy as np
 
-#: per-channel matrices up to this many elements in all (``C * Lo * L``) take this route
+#: per-channel matrices up to this many elements in all (``C * Lo * L``) take this route,
 MAX_DENSE = 1 << 15
+#: from maps of this many positions: on 2x2 maps the stacked products' cost per matrix
+#: outgrows their work from batch 8 (forward + backward 1.17-1.34x the grouped route's at
+#: (8-32, 256, 2, 2); 0.90x at batch 2)
+MIN_POSITIONS = 16
 
-# numpy 2.2's stacked matrix-vector gufuncs; older numpy multiplies by a column instead
-_matvec = getattr(np, "matvec", None) or (lambda a, v: np.matmul(a, v[..., None])[..., 0])
-_vecmat = getattr(np, "vecmat", None) or (lambda v, a: np.matmul(v[..., None, :], a)[..., 0, :])
 
 
-def dense_size(x_shape: tuple, out: tuple) -> int:
-    """``C * Lo * L``: the elements of a layer's per-channel matrices."""
-    return x_shape[1] * x_shape[2] * x_shape[3] * out[0] * out[1]
+def _matvec_as_matmul(a, v):
+    """``a @ v`` over stacks of matrices and vectors, for numpy before 2.2."""
+    return np.matmul(a, v[..., None])[..., 0]
+
+
+def _vecmat_as_matmul(v, a):
+    """``v @ a`` over stacks of vectors and matrices, for numpy before 2.2."""
+    return np.matmul(v[..., None, :], a)[..., 0, :]
+
+
+# numpy 2.2's stacked matrix-vector gufuncs (one C loop, no column views)
+_matvec = getattr(np, "matvec", None) or _matvec_as_matmul
+_vecmat = getattr(np, "vecmat", None) or _vecmat_as_matmul
+
+
+def applies(x_shape: tuple, out: tuple) -> bool:
+    """Whether a 2-D depthwise layer's maps are small enough (``MAX_DENSE``) and not too
+    small (``MIN_POSITIONS``) for this route."""
+    positions = x_shape[2] * x_shape[3]
+    return MIN_POSITIONS <= positions and x_shape[1] * positions * out[0] * out[1] <= MAX_DENSE
 
 
 @functools.lru_cache(maxsize=64)

@@ -274,7 +274,7 @@ class Convolution(Op):
         """Whether this layer runs as :mod:`._depthwise_dense` (tiny maps)."""
         return (xp is np and len(self.kernel_) == 2 and self.num_group > 1
                 and self.num_group == x_shape[1] == self.num_filter
-                and _depthwise_dense.dense_size(x_shape, out) <= _depthwise_dense.MAX_DENSE)
+                and _depthwise_dense.applies(x_shape, out))
 
     def _depthwise(self, xp, x_shape) -> bool:
         """Whether this layer runs as depthwise (one filter per channel, see
