@@ -83,7 +83,8 @@ def takes_shifted_data_grad(shape, kernel, stride, pad, dilate, ng) -> bool:
             and kernel[1] <= conv_module.SHIFTED_MAX_KW)
 
 
-@pytest.mark.parametrize("columns", ["indexed", "strided", "row_blocks", "shifted"])
+@pytest.mark.parametrize("columns", ["indexed", "strided", "row_blocks", "shifted",
+                                     "shifted_blocks"])
 @pytest.mark.parametrize("shape,kernel,stride,pad,dilate,nf,ng,no_bias", CASES)
 def test_convolution(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, nf, ng,
                      no_bias, columns):
@@ -99,11 +100,19 @@ def test_convolution(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, 
                 calls[_name].append(1)
                 return _original(*a, **k)
             monkeypatch.setattr(conv_module._shifted, name, spy)
+    elif columns == "shifted_blocks":  # where the row blocks below can, as shifted GEMMs
+        monkeypatch.setattr(conv_module, "SHIFTED_BLOCKS_MAX_CHANNELS", 1 << 30)
+        block_calls = {"forward": [], "data_grad": [], "weight_grad": []}
+        for name in block_calls:
+            def spy(*a, _name=name, _original=getattr(conv_module._shifted_blocks, name), **k):
+                block_calls[_name].append(1)
+                return _original(*a, **k)
+            monkeypatch.setattr(conv_module._shifted_blocks, name, spy)
     else:
         shifted_data_grad_off(monkeypatch)
     if columns == "strided":
         use_strided_columns(monkeypatch)
-    if columns == "row_blocks":  # a row of output at a time, nothing kept for backward
+    if columns in ("row_blocks", "shifted_blocks"):  # an output row at a time, none kept
         monkeypatch.setattr(conv_module, "KEEP_COLS_MAX", 0)
         monkeypatch.setattr(conv_module, "BLOCKED_FORWARD_MIN", 0)
         monkeypatch.setattr(conv_module, "BLOCKED_BACKWARD_MIN", 0)
@@ -122,6 +131,58 @@ def test_convolution(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, 
     if columns == "shifted" and ctx.device_type == "cpu":
         shifted = takes_shifted_data_grad(shape, kernel, stride, pad, dilate, ng)
         assert {name: bool(c) for name, c in calls.items()} == dict.fromkeys(calls, shifted)
+    if columns == "shifted_blocks" and ctx.device_type == "cpu":
+        route = conv_module.Convolution(kernel=kernel, stride=stride, pad=pad, dilate=dilate,
+                                        num_filter=nf, num_group=ng)._route(np, shape)
+        fits = takes_shifted_data_grad(shape, kernel, stride, pad, dilate, ng)
+        assert route.shifted_blocks or not fits
+        backward = fits and route.blocked_backward
+        assert {name: bool(c) for name, c in block_calls.items()} == {
+            "forward": fits and route.blocked_forward, "data_grad": backward,
+            "weight_grad": backward}
+
+
+SHIFTED_BLOCKS_CASES = [  # data shape, kernel, dilate, pad (stride 1, size kept)
+    ((2, 3, 7, 6), (3, 3), (1, 1), (1, 1)),
+    ((1, 2, 9, 8), (3, 3), (2, 2), (2, 2)),  # dilated: blocks read 4 rows more
+    ((2, 2, 8, 9), (5, 3), (1, 2), (2, 2)),  # asymmetric kernel, dilated columns
+    ((1, 3, 5, 7), (1, 3), (1, 1), (0, 1)),  # unpadded rows
+]
+
+
+@pytest.mark.parametrize("budget", [1, 150, 1 << 20])  # a row a block, a few, all of them
+@pytest.mark.parametrize("shape,kernel,dilate,pad", SHIFTED_BLOCKS_CASES)
+def test_shifted_blocks(rng, shape, kernel, dilate, pad, budget):
+    """Shifted GEMMs by blocks of output rows (``_shifted_blocks``) against the written-out
+    convolution: forward, and both gradients against their written-out adjoints (float64);
+    the weight gradient written into a given array too."""
+    from raymod.ops.nn import _shifted_blocks
+
+    nf = 4
+    x = rng.standard_normal(shape)
+    w = rng.standard_normal((nf, shape[1]) + kernel)
+    y = _shifted_blocks.forward(x, w, dilate, pad, budget)
+    want = reference_conv(x, w, None, (1, 1), pad, dilate, 1)
+    np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12)
+    # the gradients of sum(y * gy): the adjoint of the convolution, taken entry by entry
+    gy = rng.standard_normal(y.shape)
+    full_pad = im2col_module.transposed_pad(kernel, (1, 1), dilate, pad)
+    dx = _shifted_blocks.data_grad(gy, w, dilate, full_pad, budget)
+    dw = np.empty_like(w)
+    assert _shifted_blocks.weight_grad(x, gy, kernel, dilate, pad, budget, out=dw) is dw
+    want_dx, want_dw = np.zeros_like(x), np.zeros_like(w)
+    xpad = np.pad(x, [(0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])])
+    gxpad = np.zeros_like(xpad)
+    for i, j in np.ndindex(*kernel):
+        rows = slice(i * dilate[0], i * dilate[0] + y.shape[2])
+        cols = slice(j * dilate[1], j * dilate[1] + y.shape[3])
+        want_dw[:, :, i, j] = np.einsum("nfhw,nchw->fc", gy, xpad[:, :, rows, cols])
+        gxpad[:, :, rows, cols] += np.einsum("nfhw,fc->nchw", gy, w[:, :, i, j])
+    want_dx = gxpad[:, :, pad[0]:pad[0] + shape[2], pad[1]:pad[1] + shape[3]]
+    np.testing.assert_allclose(dx, want_dx, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dw, want_dw, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(_shifted_blocks.weight_grad(x, gy, kernel, dilate, pad, budget),
+                               want_dw, rtol=1e-12, atol=1e-12)
 
 
 def test_convolution_rebuilds_columns_when_too_big(rng, monkeypatch):
