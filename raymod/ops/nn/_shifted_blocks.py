@@ -10,7 +10,7 @@ from block to block, while the previous block's are still cached; the products a
 accumulation of the ``kh`` kernel rows run on the block.
 
 Against im2col by row blocks (:func:`._im2col.blocked_forward`, ``blocked_weight_grad``) the
-products are the same size and run as fast (OpenBLAS, one thread: 40-41 ms for VGG-16's
+products are the same size and run as fast (OpenBLAS, one thread: 39-41 ms for VGG-16's
 conv1_2 either way), and a block copies ``kw*(rows + dh*(kh-1))`` rows of the map in place of
 ``kh*kw*rows``.
 """

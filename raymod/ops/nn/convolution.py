@@ -85,9 +85,9 @@ BLOCKED_BACKWARD_MIN = 4 << 20
 # Where those blocks run, layers padded to keep their size with at most this many channels
 # and filters take shifted GEMMs by blocks instead of im2col's (see _shifted_blocks: kw copies
 # of the rows a block reads, not kh*kw). Measured, numpy, one thread, alone: VGG-16's
-# conv1_2 (64 channels, 230x230) forward 51.4 -> 47.9 ms, data gradient 54.8 -> 47.6,
-# weight gradient 51.3 -> 49.2; conv2_2 (128, 115x115) forward 46.8 -> 43.5; conv2_1 (64 to
-# 128) forward even; with 256 channels (58x58) 1.0-1.05x, with 512 1.2-1.4x.
+# conv1_2 (64 channels, 230x230) forward 48.8 -> 45.8 ms, data gradient 49.0 -> 47.6,
+# weight gradient 49.8 -> 48.9; conv2_2 (128, 115x115) forward 44.2 -> 41.8; conv2_1 (64 to
+# 128) forward even (22.3 -> 22.1); with 256 channels (58x58) forward 1.04x, with 512 1.23x.
 SHIFTED_BLOCKS_MAX_CHANNELS = 128
 
 # A stride-1, ungrouped 2-D layer padded to keep its size ("same": its data gradient is then
