@@ -23,13 +23,12 @@ import functools
 
 import numpy as np
 
-#: per-channel matrices up to this many elements in all (``C * Lo * L``) take this route,
+#: per-channel matrices up to this many elements in all (``C * Lo * L``) take this route
 MAX_DENSE = 1 << 15
-#: from maps of this many positions: on 2x2 maps the stacked products' cost per matrix
-#: outgrows their work from batch 8 (forward + backward 1.17-1.34x the grouped route's at
-#: (8-32, 256, 2, 2); 0.90x at batch 2)
+#: on maps of at least this many positions: on 2x2 maps the stacked products' cost per
+#: matrix outgrows their work from batch 8 (forward + backward 1.17-1.34x the grouped
+#: route's at (8-32, 256, 2, 2); 0.90x at batch 2)
 MIN_POSITIONS = 16
-
 
 
 def _matvec_as_matmul(a, v):
