@@ -381,10 +381,11 @@ def test_convolution_of_a_few_positions_with_a_large_weight(rng):
     ((2, 16, 28, 28), (3, 3), (1, 1), (1, 1), 16),  # ResNet-20's first stage
     ((1, 8, 20, 17), (5, 3), (4, 1), (2, 1), 12),  # dilated, more filters than channels
     ((2, 64, 7, 7), (3, 3), (1, 1), (1, 1), 64),  # data gradient only: a small map, wide
+    ((2, 96, 28, 28), (3, 3), (1, 1), (1, 1), 32),  # Inception-BN's in3a 3x3 layer
 ])
 def test_shifted_routes_in_float32(rng, monkeypatch, shape, kernel, pad, dilate, nf):
-    """Layers the default thresholds send to the shifted data gradient (with few channels
-    forward and weight gradient too): float32 results against the column routes'
+    """Layers the default thresholds send to the shifted data gradient (on maps 13 or more
+    wide forward and weight gradient too): float32 results against the column routes'
     in float64, the weight gradient from the kept rows and rebuilt after an inference
     forward."""
     x = rng.standard_normal(shape).astype(np.float32)
@@ -393,7 +394,7 @@ def test_shifted_routes_in_float32(rng, monkeypatch, shape, kernel, pad, dilate,
                                  no_bias=True)
     (y,), saved = op.forward(np, [x, w], [], True)
     route = op._route(np, x.shape)
-    assert route.shifted_data_grad and route.shifted_forward == (shape[1] < 64)
+    assert route.shifted_data_grad and route.shifted_forward == (shape[-1] >= 13)
     gy = rng.standard_normal(y.shape)
     dx, dw = op.backward(np, [gy.astype(np.float32)], [x, w], [y], saved, [True, True])
     _, rebuilt = op.backward(np, [gy.astype(np.float32)], [x, w], [y], None, [False, True])
