@@ -47,10 +47,19 @@ def test_faults_during_a_recovery_and_a_joiner_set_up(rig):
 
 
 def test_a_spare_killed_as_it_joins_and_its_node_removed(rig):
-    outcome = check(rig, Schedule((Fault("batch_end", 3, "worker_kill"),
-                                   Fault("worker.joining", 5, "worker_kill"),
-                                   Fault("batch_end", 12, "worker_node", pick=2)), 8, spares=1))
-    assert len(outcome.fired) == 3
+    schedule = Schedule((Fault("batch_end", 3, "worker_kill"),
+                         Fault("worker.joining", 5, "worker_kill"),
+                         Fault("batch_end", 12, "worker_node", pick=2)), 8, spares=1)
+    outcome = check(rig, schedule)
+    # the fifth worker.joining moment is the spare's promotion when all four workers joined
+    # before the first loss; on a loaded machine the fourth may still be starting then (it
+    # joins later, or its node goes), which moves the count: the fit must survive either way
+    events = [e.split(":")[0] for e in outcome.events]
+    first_loss = events.index("lost") if "lost" in events else len(events)
+    report = f"{outcome.fired}, events {outcome.events}; replay: {schedule.replay}"
+    assert {"worker_kill@batch_end#3", "worker_node@batch_end#12"} <= set(outcome.fired), report
+    if events[:first_loss].count("join") == 4:
+        assert len(outcome.fired) == 3, report
 
 
 def test_a_hung_worker_and_a_failed_start(rig):
