@@ -56,23 +56,44 @@ def convolve(x, weight_rows, kernel: tuple, dilate: tuple, pad: tuple, rows=None
     return y if wo == wp else np.ascontiguousarray(y[..., :wo])
 
 
+def weight_rows(w):
+    """``w`` (F, C, kh, kw) as the ``(kh, F, kw*C)`` rows :func:`convolve` takes: kernel row
+    ``i``'s weights in ``(j, c)`` order."""
+    f, c, kh, kw = w.shape
+    return np.ascontiguousarray(w.transpose(2, 0, 3, 1)).reshape(kh, f, kw * c)
+
+
+def flipped_rows(w):
+    """The rows (``(kh, C, kw*F)``) of the flipped, transposed kernel: the data gradient's
+    convolution, ``[i, c, (j, f)] = w[f, c, kh-1-i, kw-1-j]``."""
+    f, c, kh, kw = w.shape
+    flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(2, 1, 3, 0))
+    return flipped.reshape(kh, c, kw * f)
+
+
+def weight_from_rows(grad, kw: int, out=None):
+    """A weight gradient summed as ``(kh, (j, c), F)`` laid out as ``(F, C, kh, kw)``;
+    written into ``out`` when given."""
+    kh, f = grad.shape[0], grad.shape[2]
+    grad = grad.reshape(kh, kw, -1, f).transpose(3, 2, 0, 1)
+    if out is None:
+        return np.ascontiguousarray(grad)
+    out[...] = grad
+    return out
+
+
 def data_grad(gy, w, dilate: tuple, full_pad: tuple):
     """The data gradient ``(N, C, H, W)`` of a stride-1, ungrouped 2-D convolution with
     weight ``w`` (F, C, kh, kw), for output gradient ``gy`` (N, F, Ho, Wo); ``full_pad`` as
     :func:`._im2col.transposed_pad` gives it."""
-    f, c, kh, kw = w.shape
-    # flipped and transposed, as rows: [i, c, (j, f)] = w[f, c, kh-1-i, kw-1-j]
-    flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(2, 1, 3, 0))
-    return convolve(gy, flipped.reshape(kh, c, kw * f), (kh, kw), dilate, full_pad)
+    return convolve(gy, flipped_rows(w), w.shape[2:], dilate, full_pad)
 
 
 def forward(x, w, dilate: tuple, pad: tuple):
     """The stride-1 convolution of ``x`` (N, C, H, W) with ``w`` (F, C, kh, kw), and the
     stacked rows it read (``(rows, Hp, Wp)``, for :func:`weight_grad`)."""
-    f, c, kh, kw = w.shape
-    rows = stacked_rows(x, (kh, kw), dilate, pad)
-    weight_rows = np.ascontiguousarray(w.transpose(2, 0, 3, 1)).reshape(kh, f, kw * c)
-    return convolve(x, weight_rows, (kh, kw), dilate, pad, rows), rows
+    rows = stacked_rows(x, w.shape[2:], dilate, pad)
+    return convolve(x, weight_rows(w), w.shape[2:], dilate, pad, rows), rows
 
 
 def weight_grad(rows, gy, kernel: tuple, dilate: tuple, out=None):
@@ -90,9 +111,4 @@ def weight_grad(rows, gy, kernel: tuple, dilate: tuple, out=None):
     for i in range(kh):
         start = i * dilate[0] * wp
         np.sum(np.matmul(rows[:, :, start:start + length], spread), axis=0, out=grad[i])
-    # (kh, (j, c), F) -> (F, C, kh, kw)
-    grad = grad.reshape(kh, kw, -1, f).transpose(3, 2, 0, 1)
-    if out is None:
-        return np.ascontiguousarray(grad)
-    out[...] = grad
-    return out
+    return weight_from_rows(grad, kw, out)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._shifted import flipped_rows, weight_from_rows, weight_rows
+
 
 def _stacked_blocks(x, kernel: tuple, dilate: tuple, pad: tuple, budget: int):
     """Per sample and block of output rows: ``(sample, first row, end row, stacked)``, where
@@ -78,18 +80,14 @@ def convolve(x, weight_rows, kernel: tuple, dilate: tuple, pad: tuple, budget: i
 
 def forward(x, w, dilate: tuple, pad: tuple, budget: int):
     """The stride-1 convolution of ``x`` (N, C, H, W) with ``w`` (F, C, kh, kw)."""
-    f, c, kh, kw = w.shape
-    weight_rows = np.ascontiguousarray(w.transpose(2, 0, 3, 1)).reshape(kh, f, kw * c)
-    return convolve(x, weight_rows, (kh, kw), dilate, pad, budget)
+    return convolve(x, weight_rows(w), w.shape[2:], dilate, pad, budget)
 
 
 def data_grad(gy, w, dilate: tuple, full_pad: tuple, budget: int):
     """The data gradient ``(N, C, H, W)`` of a stride-1 convolution with weight ``w``
     (F, C, kh, kw) for output gradient ``gy``: the convolution of ``gy`` with the flipped,
     transposed kernel, padded by ``full_pad`` (:func:`._im2col.transposed_pad`)."""
-    f, c, kh, kw = w.shape
-    flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(2, 1, 3, 0))
-    return convolve(gy, flipped.reshape(kh, c, kw * f), (kh, kw), dilate, full_pad, budget)
+    return convolve(gy, flipped_rows(w), w.shape[2:], dilate, full_pad, budget)
 
 
 def weight_grad(x, gy, kernel: tuple, dilate: tuple, pad: tuple, budget: int, out=None):
@@ -112,9 +110,4 @@ def weight_grad(x, gy, kernel: tuple, dilate: tuple, pad: tuple, budget: int, ou
         for i in range(kh):
             start = i * dilate[0] * wp
             grad[i] += stacked[:, start:start + length] @ spread
-    # (kh, (j, c), F) -> (F, C, kh, kw)
-    grad = grad.reshape(kh, kw, -1, f).transpose(3, 2, 0, 1)
-    if out is None:
-        return np.ascontiguousarray(grad)
-    out[...] = grad
-    return out
+    return weight_from_rows(grad, kw, out)

@@ -279,11 +279,15 @@ class Convolution(Op):
                 and self.num_group == 1 and tiles >= least_tiles
                 and min(x_shape[1], self.num_filter) >= least_channels)
 
+    def _one_filter_per_channel(self, x_shape) -> bool:
+        """Whether the layer is depthwise at input shape ``x_shape``: a group per channel,
+        one filter each."""
+        return self.num_group > 1 and self.num_group == x_shape[1] == self.num_filter
+
     def _depthwise_rows(self, xp, x_shape) -> bool:
         """Whether this layer runs as :mod:`._depthwise_rows` (see
         ``DEPTHWISE_ROWS_MIN_WIDTH``)."""
-        return (xp is np and self.num_group > 1
-                and self.num_group == x_shape[1] == self.num_filter
+        return (xp is np and self._one_filter_per_channel(x_shape)
                 and _depthwise_rows.applies(self.kernel_, self.stride_, self.dilate_, self.pad_)
                 and x_shape[-1] >= DEPTHWISE_ROWS_MIN_WIDTH
                 and _depthwise_rows.columns_size(x_shape, self.kernel_, self.pad_)
@@ -291,8 +295,7 @@ class Convolution(Op):
 
     def _depthwise_dense(self, xp, x_shape, out) -> bool:
         """Whether this layer runs as :mod:`._depthwise_dense` (tiny maps)."""
-        return (xp is np and len(self.kernel_) == 2 and self.num_group > 1
-                and self.num_group == x_shape[1] == self.num_filter
+        return (xp is np and len(self.kernel_) == 2 and self._one_filter_per_channel(x_shape)
                 and _depthwise_dense.applies(x_shape, out))
 
     def _depthwise(self, xp, x_shape) -> bool:
@@ -305,7 +308,7 @@ class Convolution(Op):
         depthwise path on MobileNet's layers, forward and backward (its tiniest maps run as
         :mod:`._depthwise_dense`)."""
         out = self._out_spatial(x_shape[2:])
-        if not (self.num_group > 1 and self.num_group == x_shape[1] == self.num_filter):
+        if not self._one_filter_per_channel(x_shape):
             return False
         if xp is np and cols_size(x_shape[1], self.kernel_, x_shape[0], out) <= \
                 _im2col.IM2COL_TAKE_MAX:
