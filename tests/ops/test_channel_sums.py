@@ -47,4 +47,16 @@ def test_long_and_short_rows_take_their_branches(monkeypatch):
         monkeypatch.setattr(_channel_sums.np, "matmul", spy)
         assert_almost_equal(channel_sums(np, 1, a, a), np.full(3, 40.0, np.float32))
         monkeypatch.setattr(_channel_sums.np, "matmul", real)
-        assert bool(calls) == batched
+        assert (4 in calls) == batched  # the batched dot multiplies (lead, C, 1, L) stacks
+
+
+@pytest.mark.parametrize("shape,axis", CASES)
+def test_channel_sums_into_out(ctx, rng, shape, axis):
+    """With ``out`` the sums are written there, and it is what comes back."""
+    xp = ctx.xp
+    a = rng.standard_normal(shape).astype(np.float32)
+    out = xp.full((shape[axis],), np.nan, np.float32)
+    got = channel_sums(xp, axis, xp.asarray(a), out=out)
+    assert got is out
+    others = tuple(i for i in range(len(shape)) if i != axis)
+    assert_almost_equal(as_numpy(out), a.sum(others, dtype=np.float64), rtol=1e-5, atol=1e-5)

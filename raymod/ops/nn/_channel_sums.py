@@ -18,8 +18,9 @@ import numpy as np
 ROW_DOT_MIN = 400
 
 
-def channel_sums(xp, axis: int, a, b=None):
-    """Per-channel sums of ``a`` (or of ``a * b``) over every axis but ``axis``.
+def channel_sums(xp, axis: int, a, b=None, out=None):
+    """Per-channel sums of ``a`` (or of ``a * b``) over every axis but ``axis``, written into
+    ``out`` (a vector) when it is given.
 
     Each (leading index, channel) row is summed by a BLAS product with a vector of ones, and
     the leading rows by another (``add.reduce`` or the ``sum`` method cost more in calls than
@@ -29,7 +30,8 @@ def channel_sums(xp, axis: int, a, b=None):
     lead, chans = math.prod(shape[:axis]), shape[axis]
     if axis == len(shape) - 1:
         terms = a if b is None else a * b
-        return ones_vector(xp, lead, a.dtype) @ terms.reshape(lead, chans)
+        return _into(out, xp.matmul(ones_vector(xp, lead, a.dtype), terms.reshape(lead, chans),
+                                    out=out))
     a3 = a.reshape(lead, chans, -1)
     length = a3.shape[2]
     if b is None:
@@ -39,7 +41,23 @@ def channel_sums(xp, axis: int, a, b=None):
     else:
         rows = xp.matmul(a3[:, :, None, :], b.reshape(lead, chans, length, 1))
         rows = rows.reshape(lead, chans)
-    return rows[0] if lead == 1 else ones_vector(xp, lead, a.dtype) @ rows
+    return _summed_rows(xp, rows, out)
+
+
+def _summed_rows(xp, rows, out):
+    """The sum of the rows of ``rows`` (lead, C), into ``out`` when it is given."""
+    if rows.shape[0] > 1:
+        return _into(out, xp.matmul(ones_vector(xp, rows.shape[0], rows.dtype), rows, out=out))
+    if out is None:
+        return rows[0]  # a product's own result (the channels-first paths), never an input
+    out[...] = rows[0]
+    return out
+
+
+def _into(out, result):
+    """``out`` when given (what ``matmul(..., out=out)`` wrote; the CuPy stand-in returns
+    another wrapper of it), else ``result``."""
+    return result if out is None else out
 
 
 #: read-only numpy vectors of ones by (length, dtype); a plain dict, since an ``lru_cache``

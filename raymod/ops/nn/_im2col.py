@@ -26,7 +26,7 @@ IM2COL_TAKE_MAX = 1 << 18
 # where times_transposed swaps its product (see there): K at least this, and at least
 # M * M / TRANSPOSED_PRODUCT_K_PER_M2
 TRANSPOSED_PRODUCT_MIN_K = 64
-TRANSPOSED_PRODUCT_K_PER_M2 = 16
+TRANSPOSED_PRODUCT_K_PER_M2 = 24
 
 CONV_PARAMS = {
     "kernel": Param("shape", doc="kernel size: (w,), (h, w) or (d, h, w)"),
@@ -346,7 +346,9 @@ def times_transposed(xp, a, b, out=None):
     first, which OpenBLAS runs faster; the transpose copy of the result costs more than that
     saves once M is large against K. Measured (one thread, N 576-4608, K 32-1568): the swap
     takes 0.69-0.86x the time at M=32 from K=98, 0.82-0.94x at M=64 from K=392 (1.02-1.04x at
-    98), 0.94x at M=128 and K=1568 (1.02-1.19x below); 1.1-7x at M=256-512 or K=32.
+    98), 0.94x at M=128 and K=1568 (1.02-1.19x below); 1.1-7x at M=256-512 or K=32. With
+    OpenBLAS's SkylakeX kernel (the host's overrides unset): 0.88x at M=80-96 and K=392,
+    0.97x at M=128 and K=784, 1.02-1.04x at M=96 and K=196 or M=160 and K=392.
     """
     if swaps_product(a.shape[1], b.shape[1], a.shape[2]):
         product = xp.matmul(b, a.swapaxes(1, 2)).swapaxes(1, 2)

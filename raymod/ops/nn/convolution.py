@@ -9,6 +9,7 @@ import numpy as np
 
 from ...base import AttributeValueError
 from ..base import Op
+from ._channel_sums import channel_sums
 from ._im2col import (CONV_PARAMS, batch_last, batch_major, blocked_forward,
                       blocked_weight_grad, channel_major, check_conv_attrs, col2im, cols_size,
                       conv_out_size, data_batch_channels, data_grad_as_conv, flipped_transpose,
@@ -413,7 +414,8 @@ class Convolution(Op):
         # place, they save it a copy of every parameter gradient per step
         into = grad_out or [None] * len(inputs)
         if not self.no_bias and need_grad[2]:
-            grads[2] = gy.sum(axis=(0,) + tuple(range(2, gy.ndim)), out=into[2])
+            # as BLAS products (see _channel_sums): 0.35-0.75x numpy's sum over the axes
+            grads[2] = channel_sums(xp, 1, gy, out=into[2])
         if not (need_grad[0] or need_grad[1]):
             return grads
         route = self._route(xp, x.shape)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ...base import AttributeValueError, ShapeError
 from ..base import Op, Param
+from ._channel_sums import channel_sums
 from ._im2col import (CONV_PARAMS, batch_last, batch_major, channel_major, check_conv_attrs,
                       col2im, data_batch_channels, grouped, im2col, spatial_attr,
                       times_transposed)
@@ -113,7 +114,7 @@ class Deconvolution(Op):
         n, g = x.shape[0], self.num_group
         grads = [None] * len(inputs)
         if not self.no_bias and need_grad[2]:
-            grads[2] = gy.sum(axis=(0,) + tuple(range(2, gy.ndim)))
+            grads[2] = channel_sums(xp, 1, gy)
         if not (need_grad[0] or need_grad[1]):
             return grads
         pad = self._geometry(x.shape[2:])[0]
