@@ -10,7 +10,9 @@
 Each network of ``tests/fixtures/mxnet/zoo/index.json`` is bound at its fixture shapes (batch 2)
 with the fixtures' parameter recipe, then timed as ``forward(is_train=True)`` + ``backward`` on one
 thread: CPU time (``time.process_time``, every thread of the process) and wall time per step,
-the median of ``--repeats`` steps after one warm-up step. Both sides run in their own
+the median of ``--repeats`` steps after one warm-up step, or of more steps where those take
+less than ``--min-time`` CPU seconds (default 0.5): a burst of load on a shared machine then
+moves a small graph's median no more than a large one's. Both sides run in their own
 subprocess with ``OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=MKL_NUM_THREADS=1`` and with
 ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` unset (they slow numpy's sgemm on hosts that set
 them; a user's machine does not). MXNet runs with its default oneDNN backend.
@@ -122,10 +124,16 @@ class Side:
         return [{k: i.get(k) for k in keep} for i in threadpool_info()]
 
 
-def timed(side: Side, fwd, bwd, repeats: int) -> dict:
-    """Median CPU and wall seconds of forward, backward and the pair, after one warm-up."""
-    rows = []
-    for _ in range(repeats + 1):
+#: at most this many timed steps per measurement, however short a step (see ``--min-time``)
+MAX_REPEATS = 5000
+
+
+def timed(side: Side, fwd, bwd, repeats: int, min_time: float = 0.0) -> dict:
+    """Median CPU and wall seconds of forward, backward and the pair, over at least
+    ``repeats`` steps and as many more as fill ``min_time`` CPU seconds (up to
+    ``MAX_REPEATS``), after one warm-up."""
+    rows, spent = [], 0.0
+    while len(rows) <= repeats or (spent < min_time and len(rows) <= MAX_REPEATS):
         c0, w0 = time.process_time(), time.perf_counter()
         fwd()
         side.wait()
@@ -133,9 +141,12 @@ def timed(side: Side, fwd, bwd, repeats: int) -> dict:
         bwd()
         side.wait()
         rows.append((c1 - c0, time.process_time() - c1, w1 - w0, time.perf_counter() - w1))
+        if len(rows) > 1:
+            spent += rows[-1][0] + rows[-1][1]
     med = [statistics.median(col) for col in zip(*rows[1:])]
     return {"fwd_cpu_s": med[0], "bwd_cpu_s": med[1], "cpu_s": med[0] + med[1],
-            "fwd_wall_s": med[2], "bwd_wall_s": med[3], "wall_s": med[2] + med[3]}
+            "fwd_wall_s": med[2], "bwd_wall_s": med[3], "wall_s": med[2] + med[3],
+            "steps": len(rows) - 1}
 
 
 def input_shapes(entry: dict, batch: int | None = None) -> dict:
@@ -179,9 +190,10 @@ def bound_net(side: Side, params, net: str, entry: dict, batch: int | None = Non
 
 
 def measure_net(side: Side, params, net: str, entry: dict, repeats: int,
-                batch: int | None = None) -> dict:
+                batch: int | None = None, min_time: float = 0.0) -> dict:
     exe, heads = bound_net(side, params, net, entry, batch)
-    return timed(side, lambda: exe.forward(is_train=True), lambda: exe.backward(heads), repeats)
+    return timed(side, lambda: exe.forward(is_train=True), lambda: exe.backward(heads), repeats,
+                 min_time)
 
 
 def measure_ops(side: Side, params, net: str, entry: dict, repeats: int) -> list[dict]:
@@ -268,7 +280,7 @@ def conv_layers(net: str, entry: dict, batch: int | None = None) -> list[dict]:
     return layers
 
 
-def measure_layer(side: Side, params, layer: dict, repeats: int) -> dict:
+def measure_layer(side: Side, params, layer: dict, repeats: int, min_time: float = 0.0) -> dict:
     lib = side.lib
     data = lib.sym.Variable("data")
     kwargs = {k: v for k, v in layer["attrs"].items() if not k.startswith("__")}
@@ -278,7 +290,8 @@ def measure_layer(side: Side, params, layer: dict, repeats: int) -> dict:
     args["data"] = params.make_input("data", layer["data"], {"kind": "uniform"})
     exe = side.bind(sym, args, list(args), {})
     heads = side.heads([params.head_grad("L", out_shapes[0])])
-    return timed(side, lambda: exe.forward(is_train=True), lambda: exe.backward(heads), repeats)
+    return timed(side, lambda: exe.forward(is_train=True), lambda: exe.backward(heads), repeats,
+                 min_time)
 
 
 def run_side(args) -> None:
@@ -291,7 +304,7 @@ def run_side(args) -> None:
         for layer in json.loads(Path(args.layer_list).read_text()):
             rec = {"side": side.name, "layer": layer["layer"]}
             try:
-                rec.update(measure_layer(side, params, layer, args.repeats))
+                rec.update(measure_layer(side, params, layer, args.repeats, args.min_time))
             except Exception as err:  # noqa: BLE001 - a failing layer is reported, not fatal
                 rec["error"] = f"{type(err).__name__}: {err}"[:300]
             print(json.dumps(rec), flush=True)
@@ -306,7 +319,8 @@ def run_side(args) -> None:
     for net in args.nets.split(","):
         rec = {"side": side.name, "net": net}
         try:
-            rec.update(measure_net(side, params, net, index[net], args.repeats, args.batch))
+            rec.update(measure_net(side, params, net, index[net], args.repeats, args.batch,
+                                   args.min_time))
         except Exception as err:  # noqa: BLE001 - a net one side cannot run is reported
             rec["error"] = f"{type(err).__name__}: {err}"[:300]
         print(json.dumps(rec), flush=True)
@@ -373,6 +387,9 @@ def main() -> None:
     ap.add_argument("--layers", default=None, help="time each conv layer of this network")
     ap.add_argument("--ops", default=None, help="split this network's step by operator type")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--min-time", type=float, default=0.5,
+                    help="CPU seconds of timed steps per network or layer at the least: small "
+                         "graphs take more than --repeats steps (at most %d)" % MAX_REPEATS)
     ap.add_argument("--rounds", type=int, default=1,
                     help="run each side this many times, alternating (ABBA), and take each "
                          "time's median over the rounds")
@@ -389,7 +406,9 @@ def main() -> None:
     if args.side:
         return run_side(args)
     index = json.loads((ZOO / "index.json").read_text())["networks"]
-    common = ["--repeats", str(args.repeats)]
+    if args.min_time < 0:
+        raise SystemExit(f"--min-time: expected seconds >= 0, got {args.min_time}")
+    common = ["--repeats", str(args.repeats), "--min-time", str(args.min_time)]
     env = None
     if args.ops:
         if args.ops not in index:
@@ -431,7 +450,8 @@ def main() -> None:
     names = list(rows["raymod"]) or list(rows.get("mxnet", {}))
     names += [n for n in rows.get("mxnet", {}) if n not in names]
     print(f"\nload average (1 min) at start {load}, at end {round(os.getloadavg()[0], 2)}; "
-          f"one thread; CPU time per forward+backward step, median of {args.repeats}"
+          f"one thread; CPU time per forward+backward step, median of {args.repeats} steps or "
+          f"more, to {args.min_time} s"
           + (f", then the median over {args.rounds} rounds per side" if args.rounds > 1 else "")
           + (f"; batch {args.batch}" if args.batch else ""))
     for s, recs in sides.items():
