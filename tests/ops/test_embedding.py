@@ -1,5 +1,3 @@
-import time
-
 import numpy as np
 import pytest
 
@@ -19,16 +17,16 @@ def test_embedding(ctx, rng, index_dtype):
     assert grads["weight"][4].sum() == 0  # row 4 is never looked up
 
 
-def test_embedding_scatter_add_is_exact_and_fast(rng):
+def test_embedding_scatter_add_is_exact(rng):
+    """Repeated indices add up exactly (its speed is the bucketing LSTM anchor's, measured by
+    bench/bench_anchor_steps.py, not timed here)."""
     sym = op_symbol("Embedding", ["data", "weight"], input_dim=10000, output_dim=200)
     data = rng.integers(0, 50, (32, 40)).astype(np.float32)  # many repeats
     ex = bind(sym, {"data": data, "weight": np.zeros((10000, 200), np.float32)},
               no_grad=["data"])
     ex.forward(is_train=True)
     g = rng.standard_normal((32, 40, 200)).astype(np.float32)
-    start = time.perf_counter()
     ex.backward([g])
-    assert time.perf_counter() - start < 0.5
     expected = np.zeros((10000, 200))
     np.add.at(expected, data.astype(int).ravel(), g.reshape(-1, 200).astype(np.float64))
     np.testing.assert_allclose(as_numpy(ex.grad_dict["weight"]), expected, rtol=1e-5, atol=1e-5)
