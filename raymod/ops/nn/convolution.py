@@ -414,7 +414,8 @@ class Convolution(Op):
         # place, they save it a copy of every parameter gradient per step
         into = grad_out or [None] * len(inputs)
         if not self.no_bias and need_grad[2]:
-            # as BLAS products (see _channel_sums): 0.35-0.75x numpy's sum over the axes
+            # as BLAS products (see _channel_sums): 0.36-0.76x the time of numpy's sum over
+            # the axes at (2, 32-160, 28x28 to 4x4), one thread
             grads[2] = channel_sums(xp, 1, gy, out=into[2])
         if not (need_grad[0] or need_grad[1]):
             return grads
