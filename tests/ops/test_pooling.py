@@ -137,3 +137,39 @@ def test_pooling_shapes_and_errors(rng):
                 dict(kernel=())]:
         with pytest.raises(AttributeValueError, match=r"Pooling: .*(same|layout|p_value|kernel)"):
             op_symbol("Pooling", ["data"], **{"kernel": (2, 2), **bad})
+
+
+@pytest.mark.parametrize("with_nan", [False, True])
+@pytest.mark.parametrize("shape,kernel,stride,pad", [
+    ((2, 9, 3, 3), (3, 3), (1, 1), (1, 1)),     # channels-last window rows (see _window_order)
+    ((2, 3, 9, 11), (3, 3), (2, 2), (1, 1)),
+    ((2, 3, 8), (3,), (2,), (1,)),
+    ((1, 2, 5, 4, 6), (2, 3, 2), (1, 2, 1), (1, 1, 0)),
+])
+def test_max_pooling_coded_forward_matches_the_recomputed_gradient(monkeypatch, rng, shape,
+                                                                   kernel, stride, pad,
+                                                                   with_nan):
+    """A training forward takes its maxima from the window matrix and keeps each window's
+    first-maximum offset, so backward only scatters. Output and gradient equal the stride-1
+    maxima's with the offsets found again in backward (after an inference forward, or with the
+    coded forward off), ties included; without NaN, the window-by-window reference's."""
+    from raymod.ops.nn import pooling
+    x = np.maximum(rng.integers(-2, 2, shape), 0).astype(np.float32)
+    if with_nan:  # windows whose maximum is NaN
+        x.reshape(-1)[x.size // 2] = np.nan
+    op = pooling.Pooling(kernel=kernel, stride=stride, pad=pad, pool_type="max")
+    (y, ), first = op.forward(np, [x], [], True)
+    assert first is not None and first.shape == (y.size,)
+    gy = rng.integers(1, 5, y.shape).astype(np.float32)
+    coded = op.backward(np, [gy], [x], [y], first, (True,))[0]
+    (y_inf, ), saved = op.forward(np, [x], [], False)
+    assert saved is None
+    np.testing.assert_array_equal(y_inf, y)
+    np.testing.assert_array_equal(op.backward(np, [gy], [x], [y_inf], None, (True,))[0], coded)
+    monkeypatch.setattr(pooling, "CODED_FORWARD", False)
+    (y_box, ), saved = op.forward(np, [x], [], True)
+    assert saved is None
+    np.testing.assert_array_equal(y_box, y)
+    np.testing.assert_array_equal(op.backward(np, [gy], [x], [y_box], None, (True,))[0], coded)
+    if not with_nan:
+        np.testing.assert_array_equal(coded, reference_max_grad(x, gy, kernel, stride, pad))
