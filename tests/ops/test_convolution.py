@@ -27,6 +27,19 @@ def reference_conv(x, w, b, stride, pad, dilate, groups):
     return y if b is None else y + b.reshape((1, -1) + (1,) * len(k))
 
 
+def reference_grads(x, w, gy, pad, dilate):
+    """The data and weight gradients of ``sum(y * gy)`` for a stride-1 2-D convolution
+    ``y`` of ``x`` with ``w``: its adjoint, written out kernel offset by kernel offset."""
+    xpad = np.pad(x, [(0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])])
+    gxpad, dw = np.zeros_like(xpad), np.zeros(w.shape)
+    for i, j in np.ndindex(*w.shape[2:]):
+        rows = slice(i * dilate[0], i * dilate[0] + gy.shape[2])
+        cols = slice(j * dilate[1], j * dilate[1] + gy.shape[3])
+        dw[:, :, i, j] = np.einsum("nfhw,nchw->fc", gy, xpad[:, :, rows, cols])
+        gxpad[:, :, rows, cols] += np.einsum("nfhw,fc->nchw", gy, w[:, :, i, j])
+    return gxpad[:, :, pad[0]:pad[0] + x.shape[2], pad[1]:pad[1] + x.shape[3]], dw
+
+
 CASES = [  # data shape, kernel, stride, pad, dilate, num_filter, num_group, no_bias
     ((2, 3, 6, 7), (3, 3), (1, 1), (0, 0), (1, 1), 4, 1, False),
     ((2, 4, 9, 8), (3, 2), (2, 3), (1, 2), (2, 1), 6, 2, False),
@@ -170,15 +183,7 @@ def test_shifted_blocks(rng, shape, kernel, dilate, pad, budget):
     dx = _shifted_blocks.data_grad(gy, w, dilate, full_pad, budget)
     dw = np.empty_like(w)
     assert _shifted_blocks.weight_grad(x, gy, kernel, dilate, pad, budget, out=dw) is dw
-    want_dx, want_dw = np.zeros_like(x), np.zeros_like(w)
-    xpad = np.pad(x, [(0, 0), (0, 0), (pad[0], pad[0]), (pad[1], pad[1])])
-    gxpad = np.zeros_like(xpad)
-    for i, j in np.ndindex(*kernel):
-        rows = slice(i * dilate[0], i * dilate[0] + y.shape[2])
-        cols = slice(j * dilate[1], j * dilate[1] + y.shape[3])
-        want_dw[:, :, i, j] = np.einsum("nfhw,nchw->fc", gy, xpad[:, :, rows, cols])
-        gxpad[:, :, rows, cols] += np.einsum("nfhw,fc->nchw", gy, w[:, :, i, j])
-    want_dx = gxpad[:, :, pad[0]:pad[0] + shape[2], pad[1]:pad[1] + shape[3]]
+    want_dx, want_dw = reference_grads(x, w, gy, pad, dilate)
     np.testing.assert_allclose(dx, want_dx, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(dw, want_dw, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(_shifted_blocks.weight_grad(x, gy, kernel, dilate, pad, budget),
@@ -258,9 +263,7 @@ def test_convolution_winograd_float32(rng, monkeypatch):
     (y,), saved = op.forward(np, [x32, w32], [], True)
     dx, dw = op.backward(np, [gy.astype(np.float32)], [x32, w32], [y], saved, [True, True])
     ref = reference_conv(x, w, None, (1, 1), (1, 1), (1, 1), 1)
-    xpad = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)])
-    dw_ref = np.stack([np.stack([np.einsum("nfhw,nchw->fc", gy, xpad[:, :, i:i + 9, j:j + 10])
-                                 for j in range(3)], -1) for i in range(3)], -2)
+    dw_ref = reference_grads(x, w, gy, (1, 1), (1, 1))[1]
     dx_ref = reference_conv(gy, np.flip(w, (2, 3)).swapaxes(0, 1), None, (1, 1), (1, 1),
                             (1, 1), 1)
     for ours, want in [(y, ref), (dw, dw_ref), (dx, dx_ref)]:
@@ -294,9 +297,7 @@ def test_convolution_default_winograd_leaves_forward_to_im2col(rng, monkeypatch)
     dx, dw = op.backward(np, [gy.astype(np.float32)], [x, w], [y], saved, [True, True])
     assert calls, "the gradients did not take Winograd"
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
-    xpad = np.pad(x64, [(0, 0), (0, 0), (1, 1), (1, 1)])
-    dw_ref = np.stack([np.stack([np.einsum("nfhw,nchw->fc", gy, xpad[:, :, i:i + 12, j:j + 12])
-                                 for j in range(3)], -1) for i in range(3)], -2)
+    dw_ref = reference_grads(x64, w64, gy, (1, 1), (1, 1))[1]
     dx_ref = reference_conv(gy, np.flip(w64, (2, 3)).swapaxes(0, 1), None, (1, 1), (1, 1),
                             (1, 1), 1)
     for ours, want in [(dw, dw_ref), (dx, dx_ref)]:
@@ -371,9 +372,7 @@ def test_convolution_of_a_few_positions_with_a_large_weight(rng):
     # the weight gradient takes the sliced product of rows too
     gy = rng.standard_normal(y.shape)
     _, dw = op.backward(np, [gy.astype(np.float32)], [x, w], [y], saved, [False, True])
-    xpad = np.pad(x64, [(0, 0), (0, 0), (1, 1), (1, 1)])
-    dw_ref = np.stack([np.stack([np.einsum("nfhw,nchw->fc", gy, xpad[:, :, i:i + 2, j:j + 2])
-                                 for j in range(3)], -1) for i in range(3)], -2)
+    dw_ref = reference_grads(x64, w64, gy, (1, 1), (1, 1))[1]
     np.testing.assert_allclose(dw, dw_ref, rtol=1e-4, atol=1e-3)
 
 

@@ -442,10 +442,10 @@ class Convolution(Op):
             grads[0], grads[1] = self._pointwise_backward(xp, gy, x, w, need_grad, into[1])
             return grads
         if route.blocked_backward and route.shifted_blocks:
-            budget, geometry = BLOCKED_FORWARD_BUDGET, (self.dilate_, self.pad_)
+            budget = BLOCKED_FORWARD_BUDGET
             if need_grad[1]:
-                grads[1] = _shifted_blocks.weight_grad(x, gy, self.kernel_, *geometry, budget,
-                                                       out=into[1])
+                grads[1] = _shifted_blocks.weight_grad(x, gy, self.kernel_, self.dilate_,
+                                                       self.pad_, budget, out=into[1])
             if need_grad[0]:
                 grads[0] = _shifted_blocks.data_grad(gy, w, self.dilate_, self._full_pad,
                                                      budget)
