@@ -18,39 +18,45 @@ import numpy as np
 ROW_DOT_MIN = 400
 
 
-def channel_sums(xp, axis: int, a, b=None, out=None):
-    """Per-channel sums of ``a`` (or of ``a * b``) over every axis but ``axis``, written into
-    ``out`` (a vector) when it is given.
+def channel_sums(xp, axis: int, a, b=None, out=None, scale: float = 1.0):
+    """Per-channel sums of ``a`` (or of ``a * b``) over every axis but ``axis``, times
+    ``scale``, written into ``out`` (a vector) when it is given.
 
     Each (leading index, channel) row is summed by a BLAS product with a vector of ones, and
     the leading rows by another (``add.reduce`` or the ``sum`` method cost more in calls than
-    in arithmetic at small maps); with the channels last, one matrix-vector product does it.
+    in arithmetic at small maps), whose vector holds ``scale`` (a mean costs no extra pass);
+    with the channels last, one matrix-vector product does it. ``a`` and ``b`` given as
+    (lead, C, L) rows (BatchNorm's) are used as they are: at small maps the whole call is a
+    few microseconds, and each reshape or helper call is a tenth of one.
     """
     shape = a.shape
-    lead, chans = math.prod(shape[:axis]), shape[axis]
-    if axis == len(shape) - 1:
+    if axis == 1 and len(shape) == 3:
+        rows3, (lead, chans, length) = True, shape
+    else:
+        rows3 = False
+        lead, chans, length = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+    if length == 1:  # the channels last
         terms = a if b is None else a * b
-        return _into(out, xp.matmul(ones_vector(xp, lead, a.dtype), terms.reshape(lead, chans),
-                                    out=out))
-    a3 = a.reshape(lead, chans, -1)
-    length = a3.shape[2]
+        return _into(out, xp.matmul(filled_vector(xp, lead, a.dtype, scale),
+                                    terms.reshape(lead, chans), out=out))
+    a3 = a if rows3 else a.reshape(lead, chans, length)
     if b is None:
-        rows = a3 @ ones_vector(xp, length, a.dtype)
+        rows = a3 @ filled_vector(xp, length, a.dtype, 1.0)
     elif length < ROW_DOT_MIN:
-        rows = xp.multiply(a3, b.reshape(a3.shape)) @ ones_vector(xp, length, a.dtype)
+        rows = xp.multiply(a3, b if rows3 else b.reshape(a3.shape))
+        rows = rows @ filled_vector(xp, length, a.dtype, 1.0)
     else:
         rows = xp.matmul(a3[:, :, None, :], b.reshape(lead, chans, length, 1))
         rows = rows.reshape(lead, chans)
-    return _summed_rows(xp, rows, out)
-
-
-def _summed_rows(xp, rows, out):
-    """The sum of the rows of ``rows`` (lead, C), into ``out`` when it is given."""
-    if rows.shape[0] > 1:
-        return _into(out, xp.matmul(ones_vector(xp, rows.shape[0], rows.dtype), rows, out=out))
+    if lead > 1:  # the leading rows' sum, scaled
+        return _into(out, xp.matmul(filled_vector(xp, lead, rows.dtype, scale), rows,
+                                    out=out))
     if out is None:
-        return rows[0]  # a product's own result (the channels-first paths), never an input
-    out[...] = rows[0]
+        out = rows[0]  # a product's own result, never an input
+    else:
+        out[...] = rows[0]
+    if scale != 1.0:
+        out *= scale
     return out
 
 
@@ -60,22 +66,28 @@ def _into(out, result):
     return result if out is None else out
 
 
-#: read-only numpy vectors of ones by (length, dtype); a plain dict, since an ``lru_cache``
+#: read-only numpy vectors by (length, dtype, value); a plain dict, since an ``lru_cache``
 #: lookup and a ``np.dtype`` call each cost as much as a small map's product
-_NUMPY_ONES: dict = {}
-_NUMPY_ONES_MAX = 256
+_NUMPY_FILLED: dict = {}
+_NUMPY_FILLED_MAX = 256
 
 
 def ones_vector(xp, n: int, dtype):
     """A vector of ``n`` ones; numpy's are made once per length and dtype, read-only (sums
     as matrix-vector products: here, and global average pooling)."""
+    return filled_vector(xp, n, dtype, 1.0)
+
+
+def filled_vector(xp, n: int, dtype, value: float):
+    """A vector of ``n`` entries ``value``, cached read-only for numpy (see ``ones_vector``)."""
     if xp is not np:
-        return xp.ones(n, dtype=dtype)
-    ones = _NUMPY_ONES.get((n, dtype))
-    if ones is None:
-        if len(_NUMPY_ONES) >= _NUMPY_ONES_MAX:
-            _NUMPY_ONES.clear()
-        ones = np.ones(n, dtype=dtype)
-        ones.flags.writeable = False
-        _NUMPY_ONES[(n, dtype)] = ones
-    return ones
+        return xp.full(n, value, dtype=dtype)
+    key = (n, dtype, value)
+    vector = _NUMPY_FILLED.get(key)
+    if vector is None:
+        if len(_NUMPY_FILLED) >= _NUMPY_FILLED_MAX:
+            _NUMPY_FILLED.clear()
+        vector = np.full(n, value, dtype=dtype)
+        vector.flags.writeable = False
+        _NUMPY_FILLED[key] = vector
+    return vector

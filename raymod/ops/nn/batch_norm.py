@@ -16,13 +16,13 @@ from ._channel_sums import channel_sums
 REPEAT_MIN_SIZE = 1 << 15
 
 
-def _per_channel(xp, v, x, axis: int, shape: tuple):
-    """``v``, one value per channel, shaped to broadcast against ``x`` (``shape``: the
-    broadcast shape of its channel ``axis``), or repeated over a sample's positions (see
-    ``REPEAT_MIN_SIZE``)."""
-    if xp is np and x.size >= REPEAT_MIN_SIZE and axis < x.ndim - 1:
-        return np.repeat(v, math.prod(x.shape[axis + 1:])).reshape(x.shape[axis:])
-    return v.reshape(shape)
+def _per_channel(xp, v, rows):
+    """``v``, one value per channel, shaped to broadcast against ``rows`` (lead, C, L), or
+    repeated over a row's L positions (see ``REPEAT_MIN_SIZE``)."""
+    length = rows.shape[2]
+    if xp is np and length > 1 and rows.size >= REPEAT_MIN_SIZE:
+        return np.repeat(v, length).reshape(-1, length)
+    return v[:, None]
 
 
 class BatchNorm(Op):
@@ -60,7 +60,7 @@ class BatchNorm(Op):
     def check(self) -> None:
         # backward reads the centred data it saved, not the input: gamma is all it keeps
         self.retain_inputs = () if self.fix_gamma else (1,)
-        self._layouts: dict[int, tuple] = {}  # see _layout
+        self._row_shapes: dict[tuple, tuple] = {}  # see _rows
 
     def num_visible_outputs(self) -> int:
         return 3 if self.output_mean_var else 1
@@ -95,32 +95,30 @@ class BatchNorm(Op):
         param = np.dtype("float32") if data == np.float16 else data
         return [data, param, param], [data, param, param], [param, param]
 
-    def _layout(self, ndim: int) -> tuple:
-        """The channel axis of ``ndim``-dim data and the shape that broadcasts a per-channel
-        vector along it; kept per ``ndim`` (small maps' steps are a few microseconds)."""
-        layout = self._layouts.get(ndim)
-        if layout is None:
-            axis = self._axis(ndim)
-            shape = [1] * ndim
-            shape[axis] = -1
-            layout = self._layouts[ndim] = (axis, tuple(shape))
-        return layout
+    def _rows(self, shape: tuple) -> tuple:
+        """``(lead, C, L)``: data of ``shape`` seen as rows, one per leading index and channel,
+        each the L positions after the channel axis; kept per shape (a small map's whole op
+        takes 20-40 microseconds, and every call saved is one less reshape or broadcast)."""
+        rows = self._row_shapes.get(shape)
+        if rows is None:
+            axis = self._axis(len(shape))
+            rows = self._row_shapes[shape] = (math.prod(shape[:axis]), shape[axis],
+                                              math.prod(shape[axis + 1:]))
+        return rows
 
     def forward(self, xp, inputs, aux, is_train):
         x, gamma, beta = inputs
         moving_mean, moving_var = aux
-        axis, shape = self._layout(x.ndim)
         xc = x if x.dtype == gamma.dtype else x.astype(gamma.dtype)  # float16: in float32
+        rows = xc.reshape(self._rows(x.shape))
         batch_stats = is_train and not self.use_global_stats
         if batch_stats:
-            # sums, not mean()/var(): those re-derive the axes and take the mean twice, which
-            # dominates at small batches
-            inv_n = 1.0 / (x.size // x.shape[axis])
-            mean = channel_sums(xp, axis, xc)
-            mean *= inv_n
-            centred = xc - _per_channel(xp, mean, x, axis, shape)
-            var = channel_sums(xp, axis, centred, centred)
-            var *= inv_n
+            # sums as BLAS products, the mean's 1/n folded into them: numpy's mean() and
+            # var() re-derive the axes and pass over the data more often
+            inv_n = 1.0 / (rows.shape[0] * rows.shape[2])
+            mean = channel_sums(xp, 1, rows, scale=inv_n)
+            centred = rows - _per_channel(xp, mean, rows)
+            var = channel_sums(xp, 1, centred, centred, scale=inv_n)
             m = self.momentum
             moving_mean *= m
             moving_mean += (1 - m) * mean
@@ -128,23 +126,21 @@ class BatchNorm(Op):
             moving_var += (1 - m) * var
         else:
             mean, var = moving_mean.copy(), moving_var
-            centred = xc - _per_channel(xp, mean, x, axis, shape)
+            centred = rows - _per_channel(xp, mean, rows)
         inv_std = var + self.eps
         xp.sqrt(inv_std, out=inv_std)
         xp.reciprocal(inv_std, out=inv_std)
         scale = inv_std if self.fix_gamma else gamma * inv_std
-        y = centred * _per_channel(xp, scale, x, axis, shape)
-        y += _per_channel(xp, beta, x, axis, shape)
-        if y.dtype != x.dtype:
-            y = y.astype(x.dtype)
-        # backward reads the centred data, which takes the input's place in memory
+        y = centred * _per_channel(xp, scale, rows)
+        y += _per_channel(xp, beta, rows)
+        y = y.reshape(x.shape) if y.dtype == x.dtype else y.astype(x.dtype).reshape(x.shape)
+        # backward reads the centred data (as rows), which takes the input's place in memory
         return [y, mean, inv_std], (centred, inv_std, batch_stats)
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
         gamma = inputs[1]
         centred, inv_std, used_batch_stats = saved
-        axis, shape = self._layout(centred.ndim)
-        g = out_grads[0]
+        g = out_grads[0].reshape(centred.shape)
         if g.dtype != centred.dtype:
             g = g.astype(centred.dtype)
         # after an inference forward the statistics were the moving ones: constants
@@ -152,23 +148,24 @@ class BatchNorm(Op):
         want_gamma = need_grad[1] and not self.fix_gamma
         ggamma = gbeta = None
         if want_gamma or batch_stats:  # sum(g * xhat) with xhat = centred * inv_std
-            ggamma = channel_sums(xp, axis, g, centred)
+            ggamma = channel_sums(xp, 1, g, centred)
             ggamma *= inv_std
         if need_grad[2] or batch_stats:
-            gbeta = channel_sums(xp, axis, g)
+            gbeta = channel_sums(xp, 1, g)
         gx = None
         if need_grad[0]:
             scale = inv_std if self.fix_gamma else gamma * inv_std
             if batch_stats:  # (g - mean(g) - xhat * mean(g * xhat)) * scale, in place
-                inv_n = 1.0 / (centred.size // centred.shape[axis])
-                gx = centred * _per_channel(xp, ggamma * inv_std * inv_n, g, axis, shape)
-                gx += _per_channel(xp, gbeta * inv_n, g, axis, shape)
+                inv_n = 1.0 / (centred.shape[0] * centred.shape[2])
+                gx = centred * _per_channel(xp, ggamma * inv_std * inv_n, g)
+                gx += _per_channel(xp, gbeta * inv_n, g)
                 xp.subtract(g, gx, out=gx)
-                gx *= _per_channel(xp, scale, g, axis, shape)
+                gx *= _per_channel(xp, scale, g)
             else:  # moving statistics are constants
-                gx = g * _per_channel(xp, scale, g, axis, shape)
+                gx = g * _per_channel(xp, scale, g)
             if gx.dtype != out_grads[0].dtype:
                 gx = gx.astype(out_grads[0].dtype)
+            gx = gx.reshape(out_grads[0].shape)
         if need_grad[1] and self.fix_gamma:
             ggamma = xp.zeros_like(inv_std)
         return [gx, ggamma if need_grad[1] else None, gbeta if need_grad[2] else None]
