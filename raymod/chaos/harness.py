@@ -195,8 +195,11 @@ class _Injector:
         if pool is None or not pool.workers:
             return False
         # the pool lists a worker until it notices the loss: one already gone (its process
-        # or node struck by an earlier fault) passes the fault on to the next live one
-        ranks = pool.ranks
+        # or node struck by an earlier fault) passes the fault on to the next live one. In
+        # join order: pick 0 is the longest-serving worker, past its first steps once a
+        # batch ended (ranks are given at start, and on a loaded machine rank 0 may join
+        # last: stopped in its first window, it has the first-step deadline, 60 s)
+        ranks = list(pool.workers)
         for k in range(len(ranks)):
             rank = ranks[(fault.pick + k) % len(ranks)]
             if self._strike_worker(fault.kind, pool.info.get(rank, {})):

@@ -47,7 +47,8 @@ _REACHED = {"window.launched": 6, "window.collected": 6, "step": 40, "batch_end"
 @dataclass(frozen=True)
 class Fault:
     """One fault: ``kind`` (one of :data:`FAULTS`) strikes the ``occurrence``-th time (from
-    1) the fit reaches ``moment``; ``pick`` chooses among the live targets."""
+    1) the fit reaches ``moment``; ``pick`` chooses among the live targets, workers in the
+    order they joined (0: the longest-serving)."""
 
     moment: str
     occurrence: int
