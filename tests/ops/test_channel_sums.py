@@ -78,3 +78,14 @@ def test_filled_vectors_are_cached_read_only():
     assert not v.flags.writeable and (v == 0.5).all() and v.dtype == np.float32
     assert _channel_sums.filled_vector(np, 5, np.float32, 0.25) is not v
     assert (_channel_sums.ones_vector(np, 5, np.float32) == 1).all()
+
+
+def test_rows_times_a_factor_of_another_shape():
+    """``b`` need only hold as many values as ``a``: given (lead, C, L) rows, a 4-D ``b`` of
+    the same values is laid out as the rows."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 3, 20)).astype(np.float32)
+    b = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    got = channel_sums(np, 1, a, b)
+    assert_almost_equal(got, (a.astype(np.float64) * b.reshape(a.shape)).sum((0, 2)),
+                        rtol=1e-5, atol=1e-5)

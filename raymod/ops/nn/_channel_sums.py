@@ -43,7 +43,7 @@ def channel_sums(xp, axis: int, a, b=None, out=None, scale: float = 1.0):
     if b is None:
         rows = a3 @ filled_vector(xp, length, a.dtype, 1.0)
     elif length < ROW_DOT_MIN:
-        rows = xp.multiply(a3, b if rows3 else b.reshape(a3.shape))
+        rows = xp.multiply(a3, b if rows3 and b.shape == shape else b.reshape(a3.shape))
         rows = rows @ filled_vector(xp, length, a.dtype, 1.0)
     else:
         rows = xp.matmul(a3[:, :, None, :], b.reshape(lead, chans, length, 1))
