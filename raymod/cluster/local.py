@@ -9,6 +9,7 @@ node loss), each with its own CPUs, custom resources and object store.
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import os
@@ -22,7 +23,8 @@ __all__ = ["init", "shutdown", "is_initialized", "LocalCluster", "local_cluster"
 _LOG = logging.getLogger(__name__)
 _LOOPBACK = "127.0.0.1"
 _started_here = {"local": True}  # whether init() started the cluster (vs joined one)
-_cluster: dict[str, "LocalCluster | None"] = {"multi_node": None}  # init(multi_node=True)'s
+#: init(multi_node=True)'s cluster, and whether its exit hook is registered
+_cluster: dict[str, Any] = {"multi_node": None, "exit_hook": False}
 #: object store of the head and of each added node (bytes); pages are used only when filled
 HEAD_OBJECT_STORE = 2 << 30
 NODE_OBJECT_STORE = 100 << 20
@@ -91,6 +93,12 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
                 cluster.shutdown()
                 raise
             _cluster["multi_node"] = cluster
+            if not _cluster.get("exit_hook"):
+                # registered after Ray's own exit hook (ray.init's), so it runs first: left
+                # to Ray's, a script that fitted on workers and ran to its end exited with
+                # status 1
+                atexit.register(shutdown)
+                _cluster["exit_hook"] = True
         elif local:
             # the dashboard (and the State API behind `ray list actors`) on loopback only
             kwargs.setdefault("include_dashboard", True)
