@@ -52,7 +52,8 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
         joining.
     multi_node : bool, default False
         Start the local cluster as a :class:`LocalCluster` (its head has these resources),
-        so that raylets can be added and removed later (see :func:`local_cluster`).
+        so that raylets can be added and removed later (see :func:`local_cluster`). It stops
+        with :func:`shutdown`, or when the process exits.
     **ray_kwargs
         Passed to ``ray.init``. A local cluster runs Ray's dashboard on 127.0.0.1 (port
         8265 unless ``dashboard_port`` says otherwise), which serves the dashboard, the
@@ -93,7 +94,7 @@ def init(address: str | None = None, num_cpus: int | None = None, num_gpus: int 
                 cluster.shutdown()
                 raise
             _cluster["multi_node"] = cluster
-            if not _cluster.get("exit_hook"):
+            if not _cluster["exit_hook"]:
                 # registered after Ray's own exit hook (ray.init's), so it runs first: left
                 # to Ray's, a script that fitted on workers and ran to its end exited with
                 # status 1
