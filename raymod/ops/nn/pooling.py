@@ -273,6 +273,7 @@ class Pooling(Op):
                                       f"{self.p_value}")
         self._inv_counts: dict[tuple, np.ndarray] = {}  # see _inv_count
         self._geometries: dict[tuple, tuple] = {}  # see _geometry
+        self._paddings: dict[tuple, tuple] = {}  # see _padding
         nd = len(self.kernel)
         if not self.global_pool:
             if nd not in LAYOUTS:
@@ -321,17 +322,25 @@ class Pooling(Op):
         return [lead + tuple(data[2:])], [lead + self._geometry(data[2:])[3]], []
 
     # --- compute -------------------------------------------------------------------------------
-    @staticmethod
-    def _pad_widths(spatial, geom):
-        """(low, high) padding per axis so that every (possibly clipped) window fits."""
-        kernel, stride, pad, out = geom
-        return [(p, max(0, (o - 1) * s + k - p - n))
-                for n, k, s, p, o in zip(spatial, kernel, stride, pad, out)]
+    def _padding(self, spatial) -> tuple:
+        """(low, high) padding per axis so that every (possibly clipped) window fits, or None
+        where none is needed, and the padded spatial shape; kept per shape, as
+        :meth:`_geometry` is (forward and backward each need them every step)."""
+        spatial = tuple(spatial)
+        padding = self._paddings.get(spatial)
+        if padding is None:
+            kernel, stride, pad, out = self._geometry(spatial)
+            widths = [(p, max(0, (o - 1) * s + k - p - n))
+                      for n, k, s, p, o in zip(spatial, kernel, stride, pad, out)]
+            padding = self._paddings[spatial] = (
+                widths if any(lo or hi for lo, hi in widths) else None,
+                tuple(n + lo + hi for n, (lo, hi) in zip(spatial, widths)))
+        return padding
 
-    def _padded(self, xp, x, geom, fill):
+    def _padded(self, xp, x, fill):
         """``x`` padded with ``fill`` so that every window lies inside it."""
-        widths = self._pad_widths(x.shape[2:], geom)
-        if not any(lo or hi for lo, hi in widths):
+        widths = self._padding(x.shape[2:])[0]
+        if widths is None:
             return x
         return constant_pad(xp, x, [(0, 0), (0, 0)] + widths, fill)
 
@@ -407,24 +416,24 @@ class Pooling(Op):
                      self._root(xp, (r ** self.p_value).sum(-1)))
             y = y.reshape(x.shape[:2] + (1,) * (x.ndim - 2))
         elif self._box(xp, geom):
-            y = _box_reduce(self._padded(xp, x, geom, 0), geom[0])
+            y = _box_reduce(self._padded(xp, x, 0), geom[0])
             if kind == "avg":
                 y *= self._inv_count(xp, x.shape[2:], geom, y.dtype)
         elif kind == "max" and self._tiled(x.shape[2:], geom):
             y = _tile_max(xp, x, geom[0])
         elif xp is np and kind == "max" and _overlap(geom) and is_train and CODED_FORWARD \
                 and math.prod(geom[0]) <= MAX_CODED_WINDOW:
-            y, first = _coded_max(self._padded(xp, x, geom, -np.inf), geom)
+            y, first = _coded_max(self._padded(xp, x, -np.inf), geom)
             return [y], first
         elif xp is np and kind == "max" and _overlap(geom):
             # the stride-1 maxima, then every stride-th: 1.1-2.6x faster than the loop for
             # overlapping windows, slower for disjoint ones (1.1-1.4x at 2x2 stride 2)
-            y = _box_reduce(self._padded(xp, x, geom, -np.inf), geom[0], np.maximum)
+            y = _box_reduce(self._padded(xp, x, -np.inf), geom[0], np.maximum)
             if set(geom[1]) != {1}:
                 y = np.ascontiguousarray(y[(slice(None), slice(None)) + tuple(
                     slice(0, (o - 1) * st + 1, st) for o, st in zip(geom[3], geom[1]))])
         else:
-            xpad = self._padded(xp, x, geom, -xp.inf if kind == "max" else 0)
+            xpad = self._padded(xp, x, -xp.inf if kind == "max" else 0)
             windows = self._windows(geom)
             first, *rest = windows
             power = self.p_value if kind == "lp" else 1
@@ -463,13 +472,12 @@ class Pooling(Op):
             gy = self._lp_scale(xp, gy, y)
         if kind == "max" and self._tiled(shape[2:], geom):
             return [_tile_max_grad(xp, x, y, gy, geom[0])]
-        padded = tuple(n + lo + hi for n, (lo, hi) in zip(shape[2:],
-                                                           self._pad_widths(shape[2:], geom)))
+        padded = self._padding(shape[2:])[1]
         if kind == "max" and saved is not None:  # the offsets a training forward found
             grad = _first_max_scatter(tuple(shape[:2]) + padded, saved, gy, geom)
             return [self._cropped(xp, grad, shape, geom)]
         if kind in ("max", "lp"):
-            xpad = self._padded(xp, x, geom, -xp.inf if kind == "max" else 0)
+            xpad = self._padded(xp, x, -xp.inf if kind == "max" else 0)
         if xp is np and kind == "max" and _overlap(geom) and \
                 math.prod(geom[0]) <= MAX_CODED_WINDOW:
             return [self._cropped(xp, _first_max_grad(xpad, y, gy, geom), shape, geom)]
