@@ -601,10 +601,14 @@ class Executor:
         # a worker rebinds its parameters every step: one pass finds (and checks) the
         # replaced entries, and only those are written, into copies of the lists
         found: dict[str, list] = {"arg": [], "grad": [], "aux": []}
+        # an entry may be named by the array user code sees (an NDArray view under the
+        # compatibility layer) or by the plain array behind it (a group that was rebound)
+        behind = {"arg": [self._values[s] for s in self.plan.arg_slots], "grad": self._grads,
+                  "aux": self._aux_plain}
         for kind, arrays in (("arg", self.arg_arrays), ("grad", self.grad_arrays),
                              ("aux", self.aux_arrays)):
             for i, old in enumerate(arrays):
-                new = None if old is None else get(id(old))
+                new = None if old is None else get(id(old), get(id(behind[kind][i])))
                 if new is None or new is old:
                     continue
                 if new.shape != old.shape or new.dtype != old.dtype:

@@ -149,3 +149,32 @@ def test_one_device_group_on_each_backend_matches_the_cpu_group(ctx, rng):
                                                  other.grad_arrays):
         np.testing.assert_allclose(as_numpy(grad_other), grad_cpu, rtol=1e-5, atol=1e-6,
                                    err_msg=name)
+
+
+def test_a_second_rebind_finds_the_arrays_behind_ndarray_views(rng):
+    """Under MXNet's compatibility layer (as in a worker actor of ``raymod run --workers``)
+    executors hand out NDArray views, while a rebound group holds the plain arrays it was
+    given: the next rebind, keyed by those, must still move the executors (a worker
+    alternates between the servers' two published blocks every step)."""
+    from raymod import array_view
+    from raymod.compat.ndarray import wrap
+    array_view.set_viewer(wrap)
+    try:
+        group = _group([rm.cpu(0)])
+        x = rng.standard_normal((7, 5)).astype(np.float32)
+        head = rng.standard_normal((7, 3)).astype(np.float32)
+        for fill in (1.0, 2.0):  # two blocks, as a worker sees them
+            replace = {}
+            for (w,), (g,) in zip(group.param_arrays, group.grad_arrays):
+                replace[id(w)] = np.full(w.shape, fill, np.float32)
+                replace[id(g)] = np.zeros(g.shape, np.float32)
+            group.rebind(replace)
+            group.forward(Batch([x]), is_train=True)
+            group.backward([head])
+            for (w,), (g,), (exe_w,) in zip(group.param_arrays, group.grad_arrays,
+                                            [[e.arg_dict[n] for e in group.execs]
+                                             for n in group.param_names]):
+                assert np.all(exe_w == fill) and np.shares_memory(exe_w, w)
+                assert np.any(g != 0)  # the executors wrote into the new gradient arrays
+    finally:
+        array_view.set_viewer(None)
