@@ -39,12 +39,16 @@ class Unsupported(types.ModuleType):
         The module's MXNet name, e.g. ``'mxnet.gluon'``.
     feature : str
         What is left out, for the messages, e.g. ``'Gluon (mx.gluon)'``.
+    provided : dict, optional
+        The few names of the feature that are provided (``mx.gluon.utils``): name -> object.
     """
 
-    def __init__(self, name: str, feature: str):
+    def __init__(self, name: str, feature: str, provided: dict | None = None):
         super().__init__(name, f"Not supported by raymod: {feature}.")
         self._feature = feature
         self.__path__: list = []  # a package, so `import mxnet.gluon.nn` reaches our finder
+        for attr, value in (provided or {}).items():
+            setattr(self, attr, value)
 
     def __getattr__(self, attr: str) -> None:
         if attr.startswith("__"):

@@ -53,6 +53,18 @@ UNSUPPORTED = {
 }
 
 
+# the parts of a left-out feature that are provided: MXNet name -> {attribute: module}
+PROVIDED = {"mxnet.gluon": {"utils": "raymod.compat.mxnet.gluon_utils"}}
+
+
+def stand_in(name: str, feature: str) -> Unsupported:
+    """The stand-in module for the left-out feature ``name``, with its provided parts
+    (``mx.gluon.utils``' array helpers under ``mx.gluon``)."""
+    provided = {attr: importlib.import_module(module)
+                for attr, module in PROVIDED.get(name, {}).items()}
+    return Unsupported(name, feature, provided)
+
+
 def __getattr__(name: str) -> Any:
     if name in SUBMODULES:
         try:
@@ -66,7 +78,7 @@ def __getattr__(name: str) -> Any:
         # the runner's stand-in when installed, so `mx.gluon` is what `import mxnet.gluon` gave
         installed = sys.modules.get(f"mxnet.{name}")
         globals()[name] = (installed if isinstance(installed, Unsupported)
-                           else Unsupported(f"mxnet.{name}", UNSUPPORTED[name]))
+                           else stand_in(f"mxnet.{name}", UNSUPPORTED[name]))
         return globals()[name]
     raise AttributeError(f"module 'mxnet' (raymod's compatibility layer) has no attribute "
                          f"{name!r}; see docs/compat.md for what is provided")
