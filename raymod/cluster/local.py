@@ -196,10 +196,15 @@ def is_local() -> bool:
     return _started_here["local"]
 
 
-def init_for_workers(workers: Any, address: str | None = None) -> dict:
+def init_for_workers(workers: Any, address: str | None = None, modules: int = 1) -> dict:
     """:func:`init` for a fit on ``workers`` (an ``rm.Workers``): a local cluster gets at
-    least the CPUs ``workers.min_workers`` ask for, so that the minimum starts on a small
-    machine (sharing its cores); ``address`` joins a running cluster as :func:`init` does.
+    least the CPUs that ``modules`` modules' ``workers.min_workers`` ask for, so that they
+    start on a small machine (sharing its cores); ``address`` joins a running cluster as
+    :func:`init` does.
+
+    ``modules`` is how many modules on such workers may be alive at once: a script run by
+    ``raymod run --workers`` may keep several (a ``SequentialModule``'s members, a module
+    loaded beside the one that trained), and each holds its own workers.
 
     Raises
     ------
@@ -209,7 +214,7 @@ def init_for_workers(workers: Any, address: str | None = None) -> dict:
     """
     num_cpus = None
     if address is None:
-        need = math.ceil(workers.min_workers * workers.cpus_per_worker)
+        need = math.ceil(modules * workers.min_workers * workers.cpus_per_worker)
         num_cpus = max(os.cpu_count() or 1, need)
     started = not is_initialized()
     info = init(address=address, num_cpus=num_cpus)

@@ -22,6 +22,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .. import actor_setup
 from ..base import MXNetError
 from ..kvstore.server import ServerLost
 from . import moments, naming, reaper, waits
@@ -132,7 +133,7 @@ class WorkerPool(NodeDrains):
         self._next_rank += 1
         handle = self._actor.options(**self.spec.actor_options(),
                                      **naming.worker_options(self, rank)).remote(
-            rank, self.spec.gpus_per_worker)
+            rank, self.spec.gpus_per_worker, actor_setup.steps())
         self._starting[handle.ready.remote()] = (rank, handle)
         moments.reached("worker.starting", pool=self, rank=rank, handle=handle)
 

@@ -79,14 +79,20 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         Share parameters (and step state) with this group: bucketing.
     fixed_param_names, grad_req, state_names
         As for DataParallelExecutorGroup.
+    work_load_list : list of float, optional
+        The module's share of the batch per context it was given (default: one context).
+        Results asked for per device (``merge_multi_context=False``) come back in that many
+        parts, cut as MXNet cuts a batch over its contexts, whatever the number of workers:
+        a script sees the devices it asked for.
     """
 
     def __init__(self, symbol: Symbol, pool: WorkerPool, data_shapes: Any, label_shapes: Any,
                  param_names: list, for_training: bool, inputs_need_grad: bool,
                  shared_group: "RayExecutorGroup | None" = None, logger: Any = logging,
                  fixed_param_names: list | None = None, grad_req: Any = "write",
-                 state_names: list | None = None):
+                 state_names: list | None = None, work_load_list: list | None = None):
         self.symbol, self.pool, self.logger = symbol, pool, logger
+        self.workload = list(work_load_list) if work_load_list else [1]
         self.param_names = list(param_names)
         self.aux_names = symbol.list_auxiliary_states()
         self.output_names = symbol.list_outputs()
@@ -101,7 +107,7 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         self.group_id = next(_GROUP_IDS)
         self.num_device = max(1, pool.spec.gpus_per_worker)
         self.execs: list = []  # no executors in this process
-        self.grad_arrays: list = []
+        self._fetched: list | None = None  # (summed, as fetched) gradients: see grad_arrays
         self._last: list | None = None
         #: ranks that completed a step of this bucket: the others get a first step's
         #: deadline (they bind and warm up first)
@@ -117,10 +123,16 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         if missing:
             raise MXNetError(f"inputs {missing} are not arguments of the symbol; "
                              f"arguments: {', '.join(args)}")
+        # what one device would report (MXNet's 1/batch_size), before the states move the cut
+        given = data[0].shape[batch_axis(data[0].layout)] if data else 0
+        data, label = self._follow_states(data, label)
         sizes = {d.shape[batch_axis(d.layout)] for d in data if batch_axis(d.layout) >= 0}
         if len(sizes) != 1:
             raise MXNetError(f"data inputs disagree on the batch size: {sorted(sizes)}")
         self.batch_size = sizes.pop()
+        #: the batch size as the inputs were bound (MXNet's ``rescale_grad = 1/batch_size``);
+        #: ``batch_size`` is the length of the axis the batch is cut along
+        self.bound_batch_size = given or self.batch_size
         shapes = {d.name: d.shape for d in data + label}
         types = {d.name: d.dtype for d in data + label}
         arg_shapes, out_shapes, aux_shapes = self.symbol.infer_shape(**shapes)
@@ -135,6 +147,7 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         self._out_shapes = list(zip(self.output_names, map(tuple, out_shapes)))
         self._total_exec_bytes = sum(a[0].nbytes for a in self.param_arrays + self.aux_arrays)
         first = self.slices(self.pool.spec.slices)[0]
+        self._find_batch_axes(data + label, first, out_shapes, arg_shapes)
         spec = {"symbol": self.symbol.tojson(), "param_names": self.param_names,
                 "data": [self._sliced(d, first) for d in data],
                 "label": [self._sliced(d, first) for d in label],
@@ -145,6 +158,60 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
                 "custom_ops": pack_props(self.symbol)}
         self.pool.broadcast("define", self.group_id, spec, key=("define", self.group_id))
         moments.reached("bind", pool=self.pool)
+
+    def _follow_states(self, data: list, label: list) -> tuple[list, list]:
+        """The inputs, cut where the states say the batch runs.
+
+        A module with states (an RNN's, shaped (layers, batch, hidden)) whose one data input
+        has MXNet's default layout, batch first, while the states do not depend on that axis
+        (a language model binds ``(time, batch)`` with no layout, as MXNet's word_lm does):
+        on one device nothing is cut, but slices along time would break the states' carry
+        from one slice to the next. The data (and each label that agrees with it up to that
+        axis, e.g. ``(time, batch)`` beside ``(time, batch, features)``) then get a layout
+        with the batch on the axis that the states follow."""
+        if not self.state_names or len(data) != 1:
+            return data, label
+        desc, args = data[0], self.symbol.list_arguments()
+
+        def states_when_halved(axis: int) -> list | None:
+            shape = tuple(n // 2 if k == axis else n for k, n in enumerate(desc.shape))
+            try:
+                arg_shapes, _, _ = self.symbol.infer_shape_partial(**{desc.name: shape})
+            except MXNetError:
+                return None
+            by_name = dict(zip(args, arg_shapes or []))
+            return [by_name.get(n) for n in self.state_names]
+
+        axis, whole = batch_axis(desc.layout), states_when_halved(-1)
+        if whole is None or axis < 0 or desc.shape[axis] < 2 \
+                or states_when_halved(axis) != whole:
+            return data, label
+        for k, n in enumerate(desc.shape):
+            if k != axis and n >= 2 and states_when_halved(k) not in (None, whole):
+                return ([_with_batch_at(desc, k)],
+                        [_with_batch_at(d, k) if d.shape[:k + 1] == desc.shape[:k + 1] else d
+                         for d in label])
+        return data, label
+
+    def _find_batch_axes(self, descs: list, first: slice, out_shapes: list,
+                         arg_shapes: list) -> None:
+        """Where the batch runs in each output and state: the axis whose length differs
+        between the whole batch's shapes and a slice's (-1: none does, or one slice is the
+        whole batch). Per-slice results are joined, and set states cut, along it, so that
+        an output shaped ``(layers, batch, hidden)`` comes back whole, as from one device."""
+        sliced = {d.name: self._sliced(d, first).shape for d in descs}
+        try:
+            part_args, part_outs, _ = self.symbol.infer_shape(**sliced)
+        except MXNetError:  # e.g. a Reshape that names the whole batch: no axis is known
+            part_args = part_outs = None
+        args = self.symbol.list_arguments()
+        whole_args = dict(zip(args, arg_shapes))
+        part_args = dict(zip(args, part_args or [None] * len(args)))
+        self._out_axes = [_differing_axis(w, p)
+                          for w, p in zip(out_shapes, part_outs or [None] * len(out_shapes))]
+        self._state_axes = [_differing_axis(whole_args.get(n), part_args.get(n))
+                            for n in self.state_names]
+        self._states: list | None = None  # whole-batch states set, cut at each forward
 
     @staticmethod
     def _sliced(desc: DataDesc, s: slice) -> DataDesc:
@@ -377,13 +444,17 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         self._with_servers("forward", lambda: self._forward(data_batch, is_train))
 
     def _forward(self, data_batch: Any, is_train: bool) -> None:
-        self._last = None
+        self._last, self._fetched = None, None
         moments.reached("forward", pool=self.pool)
         while self._last is None:  # the controller gives up on endless losses
             self.pool.poll()
-            tasks = self._tasks(data_batch, self.slices(len(self.pool)), labels=True)
+            slices = self.slices(len(self.pool))
+            tasks = self._tasks(data_batch, slices, labels=True)
             for t in tasks:
                 t["num_slices"] = len(tasks)
+                if self._states is not None:
+                    t["states"] = [take_slice(s, axis, slices[t["slice"]]) if axis >= 0 else s
+                                   for s, axis in zip(self._states, self._state_axes)]
             plan = self._assign(tasks)
             weights = self.state.weights
             refs = {r: self.pool.workers[r].forward.remote(ts, weights, is_train)
@@ -399,7 +470,8 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
     def _per_worker(self, method: str, per_slice: Callable | None = None) -> dict:
         refs = {}
         for rank, tasks in self._require_last(method):
-            args = () if per_slice is None else (per_slice(tasks),)
+            args = () if per_slice is None else per_slice(tasks)
+            args = args if isinstance(args, tuple) else (args,)
             refs[rank] = getattr(self.pool.workers[rank], method).remote(*args)
         out = self.pool.gather(refs)
         if len(out) != len(refs):
@@ -412,13 +484,43 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         if not self.for_training:
             raise MXNetError("backward needs a group bound with for_training=True")
         slices = self.slices(len(self._require_last("backward")))
+        self._fetched = None
         if out_grads is None:
             self._per_worker("backward", lambda ts: None)
             return
         grads = [as_numpy(g) for g in out_grads]
+        axes = [found if found >= 0 else layout
+                for found, layout in zip(self._out_axes, self.output_layouts)]
         self._per_worker("backward", lambda ts: [
             [take_slice(g, ax, slices[t["slice"]]) if ax >= 0 else g
-             for g, ax in zip(grads, self.output_layouts)] for t in ts])
+             for g, ax in zip(grads, axes)] for t in ts])
+
+    @property
+    def grad_arrays(self) -> list:
+        """Per trainable parameter, ``[gradient]``: the last backward's gradient of the
+        whole batch (its slices' gradients summed), fetched from the workers on first use;
+        None for a parameter without one. As from one device: what a script does to these
+        arrays in place (MXNet's clipping by the global norm) is what :meth:`update` then
+        applies. Empty before a backward."""
+        if self._last is None or not self.for_training:
+            return []
+        if self._fetched is None:
+            totals: dict = {}
+            for part in self._per_worker("grads").values():
+                for name, g in part.items():
+                    totals[name] = g if name not in totals else totals[name] + g
+            summed = [[totals.get(n)] for n in self.param_names]
+            self._fetched = [summed, {n: g.copy() for n, g in totals.items()}]
+        return self._fetched[0]
+
+    def _changes(self) -> dict | None:
+        """``{name: changed - as fetched}`` of the gradients a script changed in place."""
+        if self._fetched is None:
+            return None
+        summed, original = self._fetched
+        changes = {n: as_numpy(g) - original[n] for n, (g,) in zip(self.param_names, summed)
+                   if g is not None and not np.array_equal(as_numpy(g), original[n])}
+        return changes or None
 
     @settled
     def update(self) -> None:
@@ -428,8 +530,13 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
             raise MXNetError("update needs init_optimizer first (no kvstore attached)")
         step = st.step
         published = {}
-        for out in self._per_worker("push", lambda ts: step).values():
+        # gradients changed in the driver: the slice-0 push carries the difference, so the
+        # servers' sum over slices is the changed whole-batch gradient
+        changes, first = self._changes(), min(t["slice"] for _, ts in self._last for t in ts)
+        for out in self._per_worker("push", lambda ts: (step, changes if any(
+                t["slice"] == first for t in ts) else None)).values():
             published.update(out)
+        self._fetched = None
         self._finish(step, [t["slice"] for _, ts in self._last for t in ts], published)
 
     def _ordered(self, method: str) -> list:
@@ -446,7 +553,9 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         parts = self._ordered("outputs")
         end = len(self.output_names) if end is None else end
         per = [[p[k] for p in parts] for k in range(begin, end)]
-        return _gather(per, self.output_layouts[begin:end], merge_multi_context)
+        axes = [found if found >= 0 else layout for found, layout
+                in zip(self._out_axes[begin:end], self.output_layouts[begin:end])]
+        return self._per_context(per, axes, merge_multi_context)
 
     @settled
     def get_input_grads(self, merge_multi_context: bool = True) -> list:
@@ -455,14 +564,24 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
             raise MXNetError("get_input_grads needs bind(inputs_need_grad=True)")
         parts = self._ordered("input_grads")
         per = [[p[k] for p in parts] for k in range(len(self.data_names))]
-        return _gather(per, [batch_axis(d.layout) for d in self.data_shapes], merge_multi_context)
+        return self._per_context(per, [batch_axis(d.layout) for d in self.data_shapes],
+                                 merge_multi_context)
 
     @settled
     def get_states(self, merge_multi_context: bool = True) -> list:
         """State inputs of the last forward, per slice."""
         parts = self._ordered("get_states")
         per = [[p[k] for p in parts] for k in range(len(self.state_names))]
-        return _gather(per, [-1] * len(per), merge_multi_context)
+        return self._per_context(per, self._state_axes, merge_multi_context)
+
+    def _per_context(self, per: list[list], layouts: list[int], merge: bool) -> list:
+        """Per-slice ``per`` as one array each (``merge``), or as one part per context of
+        the module (MXNet's cut of the batch by ``work_load_list``)."""
+        merged = _gather(per, layouts, True)
+        if merge:
+            return merged
+        return [[take_slice(m, axis, s) for s in split_input_slice(m.shape[axis], self.workload)]
+                if axis >= 0 else [m] * len(self.workload) for m, axis in zip(merged, layouts)]
 
     @settled
     def set_states(self, states: Any = None, value: Any = None) -> None:
@@ -471,6 +590,11 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
             raise ValueError("set_states takes exactly one of states and value")
         flat = None if states is None else [as_numpy(s[0] if isinstance(s, list) else s)
                                             for s in states]
+        if flat is not None and any(axis >= 0 for axis in self._state_axes):
+            # whole-batch states: each worker gets its slice's rows with its next forward
+            self._states = flat
+            return
+        self._states = None
         self.pool.call_all("set_states", flat, value)
 
     @settled
@@ -544,6 +668,20 @@ def _store(target: dict, name: str, value: np.ndarray) -> None:
         target[name][...] = value
     else:
         target[name] = np.array(value)
+
+
+def _with_batch_at(desc: DataDesc, axis: int) -> DataDesc:
+    """``desc`` with a layout that puts the batch on ``axis`` (``'TN'``, ``'TNC'``, ...)."""
+    layout = "".join("N" if i == axis else "T" if i < axis else "C"
+                     for i in range(len(desc.shape)))
+    return DataDesc(desc.name, desc.shape, desc.dtype, layout)
+
+
+def _differing_axis(whole: Any, part: Any) -> int:
+    """The first axis where two shapes differ (-1: none, or either unknown)."""
+    if not whole or not part or len(whole) != len(part):
+        return -1
+    return next((k for k, (w, p) in enumerate(zip(whole, part)) if w != p), -1)
 
 
 def _gather(per: list[list], layouts: list[int], merge: bool) -> list:

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import actor_setup
 from ..context import array_module, as_numpy, context_of, cpu, gpu
 from ..io import DataBatch, DataDesc
 from ..kvstore.client import ShardClient
@@ -63,9 +64,13 @@ class Worker:
         The pool's id for this worker (never reused).
     num_gpus : int
         GPUs Ray gave the actor; 0 runs on ``rm.cpu(0)``.
+    setup : tuple
+        The driver's :func:`raymod.actor_setup.steps`, run first (e.g. MXNet's compatibility
+        layer under ``raymod run``).
     """
 
-    def __init__(self, rank: int, num_gpus: int = 0):
+    def __init__(self, rank: int, num_gpus: int = 0, setup: tuple = ()):
+        actor_setup.apply(setup)
         self.rank = rank
         self.contexts = [gpu(i) for i in range(num_gpus)] if num_gpus else [cpu(0)]
         self.specs: dict[int, dict] = {}          # group id -> how to bind it
@@ -382,6 +387,8 @@ class Worker:
         elif spec["label"]:
             label = spec["label"]
         group = self._group(task["group"], data, label)
+        if "states" in task:  # this slice's rows of the states the driver set
+            group.set_states(states=[[s] * len(self.contexts) for s in task["states"]])
         group.forward(batch, is_train=is_train)
         return group, batch
 
@@ -568,13 +575,25 @@ class Worker:
         for i, (_, group, _) in enumerate(self.last):
             group.backward(None if out_grads is None else out_grads[i])
 
-    def push(self, step: int) -> dict:
-        """Push the gradients of the last backward."""
+    def push(self, step: int, changes: dict | None = None) -> dict:
+        """Push the gradients of the last backward; ``changes`` (by parameter name) are
+        added to the first slice's: what the driver changed in the whole-batch sum."""
         published = {}
         for task, group, _ in self.last:
-            published.update(self._push(step, task["slice"], self._grads(group),
-                                        task.get("num_slices")))
+            grads = self._grads(group)
+            for name, delta in (changes or {}).items():
+                grads[name] = grads[name] + delta
+            changes = None
+            published.update(self._push(step, task["slice"], grads, task.get("num_slices")))
         return published
+
+    def grads(self) -> dict:
+        """The last backward's gradients, summed over this worker's slices, by name."""
+        total: dict = {}
+        for _, group, _ in self.last:
+            for name, g in self._grads(group).items():
+                total[name] = g if name not in total else total[name] + g
+        return total
 
     def outputs(self) -> list:
         """Outputs of the last forward: per slice, the list of merged output arrays."""

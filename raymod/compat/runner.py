@@ -17,13 +17,14 @@ import runpy
 import sys
 from typing import Any, Sequence
 
-from .. import array_view
+from .. import actor_setup, array_view
 from ..cluster.local import shutdown as shutdown_ray
 from ..cluster.workers import Workers
 from ..module.placement import default_workers
 from . import legacy_numpy
 from . import workers as _workers
 from .errors import Unsupported
+from .mxnet import stand_in
 from .ndarray import wrap
 
 __all__ = ["install", "uninstall", "installed", "run", "run_script", "main"]
@@ -60,6 +61,7 @@ MODULES = {
     "mxnet.monitor": "raymod.mon", "mxnet.mon": "raymod.mon",
     "mxnet.random": "raymod.compat.mxnet.random", "mxnet.context": "raymod.context",
     "mxnet.operator": "raymod.operator",
+    "mxnet.gluon.utils": "raymod.compat.mxnet.gluon_utils",
 }
 
 # features left out: ``import mxnet.X`` of one, or of any name under it, gives a stand-in
@@ -145,6 +147,8 @@ class _Refuser(importlib.abc.MetaPathFinder):
 
 
 _REFUSER = _Refuser()
+_INSTALL = f"{__name__}:install"  # the actors' set-up steps (raymod.actor_setup)
+_PATH = "raymod.actor_setup:prepend_path"
 
 
 def installed() -> bool:
@@ -153,7 +157,9 @@ def installed() -> bool:
 
 
 def install() -> None:
-    """Make ``import mxnet`` (and its submodules) resolve to raymod in this process.
+    """Make ``import mxnet`` (and its submodules) resolve to raymod in this process, and in
+    every worker and KVServer actor this process starts from now on (so CustomOps get
+    NDArrays there, and metrics from modules that ``import mxnet`` unpickle).
 
     Raises
     ------
@@ -173,10 +179,11 @@ def install() -> None:
             if err.name != target:
                 raise
     for name, feature in _UNSUPPORTED.items():
-        sys.modules[name] = Unsupported(name, feature)
+        sys.modules[name] = stand_in(name, feature)
     sys.meta_path.insert(0, _REFUSER)
     array_view.set_viewer(wrap)  # every array raymod hands out is now an NDArray view
     legacy_numpy.install()  # np.int, binary np.fromstring: MXNet pinned numpy<1.24
+    actor_setup.register(_INSTALL)
 
 
 def uninstall() -> None:
@@ -187,6 +194,7 @@ def uninstall() -> None:
         sys.meta_path.remove(_REFUSER)
         array_view.set_viewer(None)
         legacy_numpy.uninstall()
+    actor_setup.unregister(_INSTALL)
 
 
 def run(script: str, args: Sequence[str] = (), workers: Any = None) -> dict:
@@ -230,6 +238,8 @@ def run(script: str, args: Sequence[str] = (), workers: Any = None) -> dict:
         sys.path.insert(0, folder)
     if spec is None:
         return runpy.run_path(script, run_name="__main__")
+    # the script's sibling modules (its CustomOps, metrics) import in the actors too
+    actor_setup.register(_PATH, folder)
     try:
         with default_workers(spec) as placed:
             try:
@@ -237,6 +247,7 @@ def run(script: str, args: Sequence[str] = (), workers: Any = None) -> dict:
             finally:  # the script rarely closes its modules: their actors hold CPUs
                 _workers.close_all(placed.modules)
     finally:
+        actor_setup.unregister(_PATH)
         if started:
             shutdown_ray()
 

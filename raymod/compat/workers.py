@@ -31,6 +31,11 @@ _EXPECTED = {"--workers": "N or MIN:MAX with 1 <= MIN <= MAX",
              "--spares": "an integer >= 0"}
 
 
+#: modules of a script that may hold their workers at once on the runner's local cluster
+#: (its logical CPUs are shares of the machine's cores, which the workers share anyway)
+MODULES_AT_ONCE = 8
+
+
 class UsageError(ValueError):
     """A bad runner option or ``RAYMOD_WORKERS``: one line naming it, what it expects and
     what it got (exit status 2, before the script runs)."""
@@ -127,8 +132,10 @@ def connect(workers: Workers) -> bool:
 
     Already connected: nothing. Otherwise ``$RAY_ADDRESS`` (set by ``ray job submit``) is
     joined, or a loopback-only local cluster is started with raymod's helper
-    (``rm.cluster.init``), with at least the CPUs ``min_workers`` ask for so that they start
-    on a small machine (sharing its cores).
+    (``rm.cluster.init``), with the CPUs that :data:`MODULES_AT_ONCE` modules'
+    ``min_workers`` ask for, so that they start on a small machine (sharing its cores): a
+    script's second module (a ``SequentialModule``'s next member, a module loaded beside
+    the one that trained) gets workers of its own at once.
 
     Raises
     ------
@@ -141,7 +148,8 @@ def connect(workers: Workers) -> bool:
     if local.is_initialized():
         return False
     try:
-        info = local.init_for_workers(workers, os.environ.get("RAY_ADDRESS") or None)
+        info = local.init_for_workers(workers, os.environ.get("RAY_ADDRESS") or None,
+                                      modules=MODULES_AT_ONCE)
     except MXNetError as err:  # too few GPUs on the local cluster
         raise UsageError(f"--gpus-per-worker: {err}") from None
     _LOG.info("Ray cluster %s (%s) for %s", info["address"],

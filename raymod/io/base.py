@@ -108,8 +108,14 @@ class DataBatch:
         self.provide_data = provide_data
         self.provide_label = provide_label
         #: the RowSource ``index`` refers to, when set by its iterator (Ray workers then
-        #: read the rows themselves instead of receiving them)
+        #: read the rows themselves instead of receiving them); forgotten when ``data`` or
+        #: ``label`` is replaced (a chained module's batch holds the previous one's outputs)
         self.source = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("data", "label") and self.__dict__.get("source") is not None:
+            self.__dict__["source"] = None  # the rows no longer say what the batch holds
+        object.__setattr__(self, name, value)
 
     def __str__(self) -> str:
         data_shapes = [d.shape for d in self.data] if self.data is not None else None

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import actor_setup
 from ..base import MXNetError
 from ..cluster import naming, waits
 from ..context import as_numpy
@@ -403,7 +404,7 @@ class DistKVStore(KVStoreBase):
         """Start the KVServer actor of ``shard`` (named, placed by ``server_resources``)."""
         return self._server_cls.options(resources=self._server_resources,
                                         **naming.server_options(self, shard)).remote(
-            shard, self.mode, self.shared_memory)
+            shard, self.mode, self.shared_memory, actor_setup.steps())
 
     def dead_shards(self, kill_silent: bool = True) -> list[int]:
         """Shards whose server actor died or does not answer a ping within

@@ -41,6 +41,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import actor_setup
 from ..base import MXNetError
 from ..optimizer import Optimizer, Updater
 from . import shm
@@ -103,9 +104,13 @@ class KVServer:
         Whether pushes wait for :meth:`finish` or apply at once.
     shared_memory : bool, default True
         Keep the values in a shared-memory block when the machine has ``/dev/shm``.
+    setup : tuple
+        The driver's :func:`raymod.actor_setup.steps`, run first.
     """
 
-    def __init__(self, shard: int, mode: str = "sync", shared_memory: bool = True):
+    def __init__(self, shard: int, mode: str = "sync", shared_memory: bool = True,
+                 setup: tuple = ()):
+        actor_setup.apply(setup)  # before a method unpickles the user's metric
         if mode not in ("sync", "async"):
             raise ValueError(f"mode must be 'sync' or 'async', got {mode!r}")
         self.shard, self.mode = shard, mode

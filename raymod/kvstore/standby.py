@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from .. import actor_setup
 from ..cluster import naming, waits
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class Standbys:
         return kv._server_cls.options(resources=kv._server_resources,
                                       scheduling_strategy=strategy,
                                       **naming.standby_options(kv, shard)).remote(
-            shard, kv.mode, kv.shared_memory)
+            shard, kv.mode, kv.shared_memory, actor_setup.steps())
 
     def promote(self, dead: list[int], ahead: int, timeout: float) -> bool:
         """Make the standbys of the ``dead`` shards their servers, if each has a live one

@@ -237,7 +237,8 @@ class OnWorkers(Placement):
             mod._symbol, self.pool, data_descs, label_descs, mod._param_names, for_training,
             inputs_need_grad, None if shared_module is None else shared_module._exec_group,
             logger=mod.logger, fixed_param_names=mod._fixed_param_names, grad_req=grad_req,
-            state_names=mod._state_names)
+            state_names=mod._state_names,
+            work_load_list=mod._work_load_list or [1] * len(mod._context))
 
     def for_group(self, mod: Any) -> Placement:
         if (self.by_default and self.pool is None
@@ -265,6 +266,9 @@ class OnWorkers(Placement):
                       update_on_kvstore: bool) -> None:
         mod._exec_group.setup_kvstore(kv, optimizer, update_on_kvstore, mod._arg_params,
                                       mod._compression_params, mod._kvstore_corrections())
+
+    def batch_size(self, mod: Any, kv: Any) -> int:
+        return mod._exec_group.bound_batch_size
 
     def update(self, mod: Any) -> None:
         mod._exec_group.update()

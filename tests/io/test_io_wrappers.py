@@ -92,3 +92,18 @@ def test_prefetching_errors_and_shutdown():
     del its
     gc.collect()
     assert threading.active_count() <= before
+
+
+def test_a_batch_whose_data_is_replaced_forgets_its_row_source():
+    """Ray workers read a batch's rows from its source themselves: a batch that now holds
+    other arrays (a chained module's outputs) must not send them there."""
+    import copy
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    batch = next(iter(NDArrayIter(x, np.zeros(6), batch_size=3)))
+    assert batch.source is not None
+    chained = copy.copy(batch)
+    chained.data = [np.zeros((3, 5), np.float32)]
+    assert chained.source is None and batch.source is not None
+    relabelled = copy.copy(batch)
+    relabelled.label = [np.ones(3)]
+    assert relabelled.source is None
