@@ -1,6 +1,7 @@
 """Errors and small helpers shared by every layer of raymod."""
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 import os
@@ -23,6 +24,14 @@ class ShapeError(MXNetError, ValueError):
 
 class AttributeValueError(MXNetError, ValueError):
     """An operator attribute is unknown or has a value the operator cannot take."""
+
+
+def as_logger(logger: Any) -> Any:
+    """``logger``, with the ``logging`` module itself (MXNet's default ``logger=logging``)
+    taken as the root Logger: the module's functions would configure the root logger on
+    first use (an implicit ``logging.basicConfig()`` at WARNING), after which a script's own
+    ``logging.basicConfig(level=logging.INFO)`` does nothing."""
+    return logging.getLogger() if logger is logging else logger
 
 
 def names_list(names) -> str:

@@ -15,6 +15,8 @@ from . import ndarray_io
 from .base import MXNetError
 from .symbol import load as load_symbol
 
+_LOG = logging.getLogger(__name__)
+
 __all__ = ["save_checkpoint", "load_checkpoint", "load_params", "params_dict",
            "split_params", "symbol_file", "params_file", "states_file"]
 
@@ -88,7 +90,7 @@ def save_checkpoint(prefix: str, epoch: int, symbol: Any, arg_params: Mapping[st
         ndarray_io.atomic_write(symbol_file(prefix), symbol.tojson())
     name = params_file(prefix, epoch)
     ndarray_io.save(name, params_dict(arg_params, aux_params))
-    logging.info('Saved checkpoint to "%s"', name)
+    _LOG.info('Saved checkpoint to "%s"', name)
 
 
 def load_params(prefix: str, epoch: int) -> tuple[dict, dict]:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .array_view import show
+from .base import as_logger
 from .context import Context, as_numpy
 from .io import DataDesc
 from .parallel import DataParallelExecutorGroup as _Group
@@ -249,7 +250,7 @@ class DataParallelExecutorManager:
                  arg_names: Sequence[str], param_names: Sequence[str],
                  aux_names: Sequence[str], work_load_list: Sequence[float] | None = None,
                  logger: Any = None, sym_gen: Callable | None = None):
-        logger = logging if logger is None else logger
+        logger = as_logger(logging if logger is None else logger)
         ctx = [ctx] if isinstance(ctx, Context) else list(ctx)
         if work_load_list is None:
             work_load_list = [1] * len(ctx)

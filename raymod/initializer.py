@@ -24,6 +24,8 @@ from .base import check_int, check_real
 from .context import as_numpy
 from .registry import Registry
 
+_LOG = logging.getLogger(__name__)
+
 __all__ = ["InitDesc", "Initializer", "register", "alias", "create", "Uniform", "Normal",
            "Xavier", "MSRAPrelu", "Orthogonal", "Constant", "Zero", "One", "Bilinear",
            "LSTMBias", "FusedRNN", "Mixed", "Load"]
@@ -188,7 +190,7 @@ class Initializer:
 
     def _verbose_print(self, desc: str, how: str, arr: Any) -> None:
         if self._verbose and self._print_func:
-            logging.info("Initialized %s as %s: %s", desc, how, self._print_func(arr))
+            _LOG.info("Initialized %s as %s: %s", desc, how, self._print_func(arr))
 
     def dumps(self) -> str:
         """JSON ``["<registered name>", {constructor kwargs}]``, what ``create`` reads back."""
@@ -659,11 +661,11 @@ class Load:
                                  f"target {tuple(arr.shape)} vs loaded {tuple(saved.shape)}")
             _assign(arr, saved)
             if self.verbose:
-                logging.info("Initialized %s by loading", name)
+                _LOG.info("Initialized %s by loading", name)
             return
         if self.default_init is None:
             raise ValueError(f"cannot initialize {str(name)!r}: not in the loaded parameters "
                              "and no default_init given")
         self.default_init(name, arr)
         if self.verbose:
-            logging.info("Initialized %s by default", name)
+            _LOG.info("Initialized %s by default", name)

@@ -19,6 +19,8 @@ import numpy as np
 
 from .context import as_numpy
 
+_LOG = logging.getLogger(__name__)
+
 __all__ = ["Monitor"]
 
 
@@ -124,6 +126,6 @@ class Monitor:
         return results
 
     def toc_print(self) -> None:
-        """End the batch and log its records (``logging.info``), one line each."""
+        """End the batch and log its records (at INFO, on this module's logger), one line each."""
         for step, name, value in self.toc():
-            logging.info("Batch: {:7d} {:30s} {:s}".format(step, name, value))
+            _LOG.info("Batch: {:7d} {:30s} {:s}".format(step, name, value))

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import metric as _metric
 from ..array_view import show
-from ..base import bytes_via_file, check_int, file_from_bytes
+from ..base import as_logger, bytes_via_file, check_int, file_from_bytes
 from ..callback import BatchEndParam
 from ..checkpoint import params_dict, split_params
 from ..cluster import moments
@@ -147,7 +147,7 @@ class BaseModule:
     """
 
     def __init__(self, logger: Any = logging):
-        self.logger = logger
+        self.logger = as_logger(logger)
         self._stage = Stage.CREATED
         self._optimizer_unbound = False  # an optimizer kept while unbound (MXNet's _reset_bind)
         self.for_training = False

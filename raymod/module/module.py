@@ -33,6 +33,8 @@ from .base_module import (BaseModule, _check_input_names, _check_optimizer_arg,
 from .lifecycle import Stage, StageError
 from .placement import Placement, placement_for, workers_for
 
+_LOG = logging.getLogger(__name__)
+
 __all__ = ["Module"]
 
 class Module(BaseModule):
@@ -203,11 +205,11 @@ class Module(BaseModule):
         atomic_write(_ckpt.symbol_file(prefix), self._symbol.tojson())
         name = _ckpt.params_file(prefix, epoch)
         self.save_params(name)
-        logging.info('Saved checkpoint to "%s"', name)
+        _LOG.info('Saved checkpoint to "%s"', name)
         if save_optimizer_states:
             states = _ckpt.states_file(prefix, epoch)
             self.save_optimizer_states(states)
-            logging.info('Saved optimizer state to "%s"', states)
+            _LOG.info('Saved optimizer state to "%s"', states)
 
     # ---- descriptions -----------------------------------------------------------------------
     @property

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..array_view import show
-from ..base import NUMERIC_KINDS, MXNetError, check_input_dtype
+from ..base import NUMERIC_KINDS, MXNetError, as_logger, check_input_dtype
 from ..context import Context, as_numpy
 from ..symbol.symbol import Symbol
 from .slicing import batch_axis, split_input_slice, take_slice
@@ -79,7 +79,7 @@ class DataParallelExecutorGroup:
         self.aux_names = symbol.list_auxiliary_states()
         self.for_training = for_training
         self.inputs_need_grad = inputs_need_grad
-        self.logger = logger
+        self.logger = as_logger(logger)
         self.fixed_param_names = list(fixed_param_names or [])
         self.state_names = list(state_names or [])
         self.shared_data_arrays = (shared_group.shared_data_arrays if shared_group
