@@ -53,8 +53,9 @@ def test_nd_creation_and_numpy_functions():
                                   [[1, 0, 0], [0, 0, 1], [0, 0, 0]])
     parts = mx.nd.split(mx.nd.arange(0, 6).reshape(2, 3), num_outputs=3, axis=1)
     assert len(parts) == 3 and parts[2].shape == (2, 1)
-    with pytest.raises(NotSupportedError, match="mx.nd.FullyConnected"):
-        mx.nd.FullyConnected
+    fc = mx.nd.FullyConnected(mx.nd.ones((2, 3)), mx.nd.ones((4, 3)), mx.nd.zeros(4),
+                              num_hidden=4)
+    assert isinstance(fc, mx.nd.NDArray) and np.array_equal(fc, np.full((2, 4), 3.0))
     with pytest.raises(NotSupportedError, match="zeros.stype='csr'.: sparse"):
         mx.nd.zeros((2, 2), stype="csr")
     with pytest.raises(TypeError, match="ctx must be a Context"):

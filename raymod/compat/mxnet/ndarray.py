@@ -1,11 +1,15 @@
-"""``mx.nd`` / ``mx.ndarray``: create, save and load dense arrays with MXNet's NDArray surface.
+"""``mx.nd`` / ``mx.ndarray``: create, save and load dense arrays, and run operators on them.
 
 Arrays are numpy arrays (CuPy on a GPU context) viewed as
-:class:`~raymod.compat.ndarray.NDArray`. Besides the creation functions below, any numpy
-function is reachable under its numpy name (``mx.nd.sum(x, axis=0)``, ``mx.nd.square``,
-``mx.nd.dot``), plus MXNet's ``broadcast_*`` / ``elemwise_*`` spellings of the arithmetic;
-results are NDArrays. MXNet's imperative neural-network operators (``mx.nd.FullyConnected``,
-...), sparse storage (``mx.nd.sparse``) and autograd are not provided.
+:class:`~raymod.compat.ndarray.NDArray`. Besides the creation functions below, every operator
+raymod registers is an imperative function under its MXNet name(s), as in MXNet
+(``mx.nd.FullyConnected(data=x, weight=w, bias=b, num_hidden=4)``, ``mx.nd.softmax``,
+``mx.nd.sum(x, axis=1, keepdims=True)``, ``mx.nd._plus_scalar(x, scalar=2)``; see
+:mod:`raymod.compat.mxnet.imperative`), with ``mx.nd.contrib.<name>`` for the
+``_contrib_<name>`` ops, ``mx.nd.op`` and ``mx.nd._internal``. ``concat``, ``stack``,
+``split``, ``one_hot``, ``zeros_like`` and ``ones_like`` are those operators too. A name that
+no operator has but numpy does is numpy's function (``mx.nd.cumsum``). Results are NDArrays.
+Sparse storage (``mx.nd.sparse``) and autograd are not provided.
 """
 from __future__ import annotations
 
@@ -20,10 +24,11 @@ from ... import random as _random
 from ...context import Context, as_numpy
 from ..errors import Unsupported, not_supported
 from ..ndarray import NDArray, _on, _synchronize, default_ctx, is_array, wrap
+from . import imperative as _imperative
 
 __all__ = ["NDArray", "array", "empty", "zeros", "ones", "full", "arange", "zeros_like",
            "ones_like", "concat", "concatenate", "stack", "split", "one_hot", "save", "load",
-           "load_frombuffer", "waitall", "random"]
+           "load_frombuffer", "waitall", "random", "contrib", "op"]
 
 _REAL = np.float32  # MXNet's default element type
 
@@ -75,16 +80,6 @@ def full(shape: Any, val: Any, ctx: Context | None = None, dtype: Any = _REAL,
     return _filled(val, shape, ctx, dtype)
 
 
-def zeros_like(data: Any, **kwargs) -> NDArray:
-    """Zeros with ``data``'s shape, dtype and context."""
-    return wrap(_xp(data).zeros_like(data))
-
-
-def ones_like(data: Any, **kwargs) -> NDArray:
-    """Ones with ``data``'s shape, dtype and context."""
-    return wrap(_xp(data).ones_like(data))
-
-
 def arange(start: float, stop: float | None = None, step: float = 1.0, repeat: int = 1,
            infer_range: Any = None, ctx: Context | None = None, dtype: Any = _REAL) -> NDArray:
     """``numpy.arange(start, stop, step)`` with every value repeated ``repeat`` times."""
@@ -92,40 +87,9 @@ def arange(start: float, stop: float | None = None, step: float = 1.0, repeat: i
     return _on(default_ctx(ctx), values)
 
 
-def concat(*data: Any, dim: int = 1, **kwargs) -> NDArray:
-    """Join arrays along axis ``dim`` (MXNet's ``concat``; default axis 1)."""
-    return wrap(_xp(data[0]).concatenate(data, axis=dim))
-
-
 def concatenate(arrays: Sequence[Any], axis: int = 0, always_copy: bool = True) -> NDArray:
     """Join arrays along ``axis`` (default 0)."""
     return wrap(_xp(arrays[0]).concatenate(list(arrays), axis=axis))
-
-
-def stack(*data: Any, axis: int = 0, **kwargs) -> NDArray:
-    """Stack arrays along a new ``axis``."""
-    return wrap(_xp(data[0]).stack(data, axis=axis))
-
-
-def split(data: Any, num_outputs: int, axis: int = 1, squeeze_axis: bool = False) -> Any:
-    """Split into ``num_outputs`` equal parts along ``axis`` (one array when it is 1)."""
-    parts = _xp(data).split(data, int(num_outputs), axis=axis)
-    if squeeze_axis:
-        parts = [p.squeeze(axis=axis) for p in parts]
-    parts = wrap(list(parts))
-    return parts[0] if len(parts) == 1 else parts
-
-
-def one_hot(indices: Any, depth: int, on_value: float = 1.0, off_value: float = 0.0,
-            dtype: Any = _REAL) -> NDArray:
-    """One-hot rows of length ``depth`` for integer-valued ``indices``."""
-    xp = _xp(indices)
-    idx = indices.astype(np.int64)
-    out = xp.full((*indices.shape, int(depth)), off_value, dtype=dtype)
-    valid = (idx >= 0) & (idx < depth)
-    xp.put_along_axis(out, xp.where(valid, idx, 0)[..., None],
-                      xp.where(valid, on_value, off_value).astype(dtype)[..., None], axis=-1)
-    return wrap(out)
 
 
 def save(fname: str, data: Any) -> None:
@@ -224,14 +188,12 @@ random.randn = _randn
 for _name, _fn in vars(random).items():
     _fn.__name__ = _name
 
-# MXNet's spellings of numpy's arithmetic
-_ALIASES = {"broadcast_add": "add", "broadcast_plus": "add", "elemwise_add": "add",
-            "broadcast_sub": "subtract", "broadcast_minus": "subtract",
-            "elemwise_sub": "subtract", "broadcast_mul": "multiply", "elemwise_mul": "multiply",
-            "broadcast_div": "divide", "elemwise_div": "divide", "broadcast_power": "power",
-            "broadcast_maximum": "maximum", "broadcast_minimum": "minimum",
-            "broadcast_equal": "equal", "broadcast_greater": "greater",
-            "broadcast_lesser": "less"}
+# operators that this module's __all__ names (every other one comes from __getattr__), and
+# MXNet's op modules
+_OPS = _imperative.FUNCTIONS
+concat, stack, split = _OPS["concat"], _OPS["stack"], _OPS["split"]
+one_hot, zeros_like, ones_like = _OPS["one_hot"], _OPS["zeros_like"], _OPS["ones_like"]
+contrib, op, _internal = _imperative.contrib, _imperative.op, _imperative.internal
 
 
 def __getattr__(name: str) -> Any:
@@ -239,13 +201,16 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(name)
     if name == "sparse":
         return Unsupported("mxnet.ndarray.sparse", "sparse storage")
-    fn = getattr(np, _ALIASES.get(name, name), None)
+    operator = _imperative.get(name)  # every registered op, under MXNet's exact name
+    if operator is not None:
+        return operator
+    fn = getattr(np, name, None)
     if name.startswith("_") or not callable(fn) or isinstance(fn, type):
         raise not_supported(f"mx.nd.{name}", "this imperative operator")
 
     def call(*args, **kwargs):
         xp = next((_xp(a) for a in args if is_array(a)), np)
-        return wrap(getattr(xp, fn.__name__)(*args, **kwargs))
+        return wrap(getattr(xp, name)(*args, **kwargs))
     call.__name__ = name
-    call.__doc__ = f"numpy's ``{fn.__name__}`` with an NDArray result."
+    call.__doc__ = f"numpy's ``{name}`` with an NDArray result."
     return call
