@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..array_view import show
 from ..base import MXNetError
 from ..context import as_numpy
 from ..io import DataDesc
@@ -509,7 +510,7 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
             for part in self._per_worker("grads").values():
                 for name, g in part.items():
                     totals[name] = g if name not in totals else totals[name] + g
-            summed = [[totals.get(n)] for n in self.param_names]
+            summed = [[show(totals.get(n))] for n in self.param_names]
             self._fetched = [summed, {n: g.copy() for n, g in totals.items()}]
         return self._fetched[0]
 
