@@ -7,8 +7,8 @@ modules and a module loaded beside the one that trained (several placed modules 
 a hand-written loop that carries RNN states shaped (time, batch, features) -> (layers, batch,
 hidden), reads ``get_outputs(merge_multi_context=False)`` and clips
 ``_exec_group.grad_arrays`` with ``mx.gluon.utils.clip_global_norm``. Run as ``python -m
-raymod.compat SCRIPT`` and as ``python -m raymod.compat --workers 2 SCRIPT`` (each run its
-own process; the second starts its own loopback cluster), it must reach the same numbers and
+raymod.compat SCRIPT`` and as ``raymod run --workers 2 SCRIPT`` (each run its own process;
+the second starts its own loopback cluster), it must reach the same numbers and
 print its own logging lines.
 """
 import json
@@ -24,12 +24,12 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "mx_style_everywhere
 _ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def _run(folder, *runner_options):
+def _run(folder, entry, *runner_options):
     os.makedirs(folder)
     env = {**os.environ, **_ENV}
     env.pop("RAY_ADDRESS", None)  # the runner starts its own cluster
-    proc = subprocess.run([sys.executable, "-m", "raymod.compat", *runner_options, SCRIPT,
-                           str(folder)], capture_output=True, text=True, timeout=240, env=env)
+    proc = subprocess.run([sys.executable, "-m", *entry, *runner_options, SCRIPT, str(folder)],
+                          capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     with open(os.path.join(folder, "report.json")) as f:
         return json.load(f), proc.stderr
@@ -37,8 +37,8 @@ def _run(folder, *runner_options):
 
 @pytest.mark.ray
 def test_the_script_reaches_the_in_process_numbers_on_two_workers(tmp_path):
-    alone, _ = _run(tmp_path / "in_process")
-    spread, log = _run(tmp_path / "workers", "--workers", "2")
+    alone, _ = _run(tmp_path / "in_process", ("raymod.compat",))
+    spread, log = _run(tmp_path / "workers", ("raymod.cli", "run"), "--workers", "2")
     for key in ("custom", "chain", "loaded"):  # whole-batch metrics: the same rows counted
         assert spread[key] == alone[key], key
     # one part for the one context the script gave, shaped as on one device

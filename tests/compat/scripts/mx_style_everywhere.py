@@ -2,9 +2,10 @@
 test_user_code_on_workers.py runs it in process and with ``--workers 2``):
 
 - a CustomOp that calls ``.asnumpy()`` and MXNet's imperative ``mx.nd`` operators,
-- a metric from a sibling module that does ``import mxnet`` (``mx_metrics.py``),
-- two modules alive at once: a ``SequentialModule`` of two ``Module``s, then a module
-  loaded from the first's checkpoint and bound beside it,
+- a metric from a sibling module that does ``import mxnet`` (``mx_metrics.py``), used by a
+  user subclass of ``Module``,
+- several modules alive at once: a ``SequentialModule`` of two ``Module``s, then a module
+  ``Module.load``ed from the subclass's checkpoint and bound beside it,
 - a hand-written loop over a module with states shaped (layers, batch, hidden), reading
   ``get_outputs(merge_multi_context=False)`` and clipping ``_exec_group.grad_arrays`` with
   ``mx.gluon.utils.clip_global_norm`` before ``update``,
@@ -68,7 +69,14 @@ data = mx.sym.Variable("data")
 head = mx.sym.FullyConnected(data, num_hidden=2, name="fc")
 head = mx.sym.Custom(head, mx.sym.Variable("softmax_label"),
                      op_type="everywhere_scaled_softmax", name="softmax")
-mod = mx.mod.Module(head, context=mx.cpu())
+class UserModule(mx.mod.Module):
+    """A user's subclass with a ``bind`` override, as MXNet-era code has."""
+
+    def bind(self, data_shapes, label_shapes=None, **kwargs):
+        super().bind(data_shapes, label_shapes, **kwargs)
+
+
+mod = UserModule(head, context=mx.cpu())
 mod.fit(train, eval_metric=Agreement(), num_epoch=3, optimizer="sgd",
         optimizer_params={"learning_rate": 0.2}, initializer=mx.init.Xavier())
 report["custom"] = dict(mod.score(train, Agreement()))["agreement"]
