@@ -17,10 +17,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["show", "plain", "set_viewer", "viewer"]
+__all__ = ["show", "show_bound", "plain", "set_viewer", "viewer", "keep_bound_plain"]
 
 # array-or-container, context-or-None -> the same with arrays viewed; None: show nothing else
 _viewer: Callable[[Any, Any], Any] | None = None
+# True in a Ray worker actor: its executors' arrays are read by raymod's own code alone
+_bound_plain = False
 
 
 def show(value: Any, ctx: Any = None) -> Any:
@@ -34,6 +36,20 @@ def show(value: Any, ctx: Any = None) -> Any:
         The context the arrays are bound to (``cpu(1)`` is reported as such, not ``cpu(0)``).
     """
     return value if _viewer is None else _viewer(value, ctx)
+
+
+def show_bound(value: Any, ctx: Any = None) -> Any:
+    """:func:`show` for the arrays an executor holds (arguments, gradients, outputs): plain
+    in a process where raymod's own code is their only reader (:func:`keep_bound_plain`)."""
+    return value if _bound_plain else show(value, ctx)
+
+
+def keep_bound_plain(keep: bool = True) -> None:
+    """Hand out executors' arrays plain in this process (a Ray worker actor: the worker
+    rebinds them to the servers' blocks by identity, and no user code reads them there).
+    What user code is given there, a CustomOp's arrays and a metric's, is still shown."""
+    global _bound_plain
+    _bound_plain = keep
 
 
 def plain(array: Any) -> Any:

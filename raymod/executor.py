@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .array_view import plain, show
+from .array_view import plain, show_bound
 from .base import MXNetError, names_list
 from .context import Context
 from .host_memory import keep_freed_memory
@@ -223,7 +223,7 @@ class Executor:
         self.arg_arrays = [self._show_arg(n, a) for n, a in zip(self._arg_names, arg_arrays)]
         self.grad_arrays = [None if g is None else self._show_arg(n, g)
                             for n, g in zip(self._arg_names, grad_arrays)]
-        self.aux_arrays = [show(a, ctx) for a in aux_arrays]
+        self.aux_arrays = [show_bound(a, ctx) for a in aux_arrays]
         self.arg_dict = dict(zip(self._arg_names, self.arg_arrays))
         self.grad_dict = {n: g for n, g in zip(self._arg_names, self.grad_arrays)
                           if g is not None}
@@ -265,7 +265,7 @@ class Executor:
         self._output_buffers: list | None = None
         # as MXNet's, the outputs exist from bind on (zeros until the first forward)
         with ctx.scope():
-            self.outputs: list = [show(self._values[s] if self._values[s] is not None
+            self.outputs: list = [show_bound(self._values[s] if self._values[s] is not None
                                        else self._xp.zeros(plan.slot_shapes[s],
                                                            plan.slot_dtypes[s]), ctx)
                                   for s in plan.head_slots]
@@ -428,11 +428,11 @@ class Executor:
         self._forwarded = True
         ctx = self._ctx
         if self._output_buffers is None:
-            self.outputs = [show(vals[s], ctx) for s in self.plan.head_slots]
+            self.outputs = [show_bound(vals[s], ctx) for s in self.plan.head_slots]
         else:  # shared with a reshaped executor: results go into the one memory
             for target, s in zip(self._output_buffers, self.plan.head_slots):
                 target[...] = vals[s]
-            self.outputs = [show(b, ctx) for b in self._output_buffers]
+            self.outputs = [show_bound(b, ctx) for b in self._output_buffers]
         return self.outputs
 
     def backward(self, out_grads=None, is_train: bool = True) -> None:
@@ -625,7 +625,8 @@ class Executor:
             self.aux_arrays, self.aux_dict = list(self.aux_arrays), dict(self.aux_dict)
             self._aux_plain = list(self._aux_plain)
             for i, new in found["aux"]:
-                self.aux_arrays[i] = self.aux_dict[self._aux_names[i]] = show(new, self._ctx)
+                self.aux_arrays[i] = self.aux_dict[self._aux_names[i]] = \
+                    show_bound(new, self._ctx)
                 self._aux_plain[i] = plain(new)
         if found["grad"]:  # gradients sit in more places; they move rarely (a new push block)
             grads = list(self._grads)
@@ -703,13 +704,13 @@ class Executor:
             buf.reshape(-1)[:out.size].reshape(out.shape)
             if out.size <= buf.size and out.dtype == buf.dtype else plain(out)
             for buf, out in zip(own, new.outputs)]
-        new.outputs = [show(b, self._ctx) for b in new._output_buffers]
+        new.outputs = [show_bound(b, self._ctx) for b in new._output_buffers]
         return new
 
     def _show_arg(self, name: str, array: Any) -> Any:
         """An argument's (or its gradient's) array as user code sees it, with the context of
         its ``ctx_group``."""
-        return show(array, self._arg_ctx.get(name, self._ctx))
+        return show_bound(array, self._arg_ctx.get(name, self._ctx))
 
     def _pin_outputs(self) -> list:
         """Give the outputs buffers of their own that every later forward writes into."""
@@ -717,7 +718,7 @@ class Executor:
             with self._ctx.scope():
                 self._output_buffers = [self._xp.array(plain(o), copy=True)
                                         for o in self.outputs]
-            self.outputs = [show(b, self._ctx) for b in self._output_buffers]
+            self.outputs = [show_bound(b, self._ctx) for b in self._output_buffers]
         return self._output_buffers
 
     def debug_str(self) -> str:

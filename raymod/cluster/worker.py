@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import actor_setup
+from .. import actor_setup, array_view
 from ..context import array_module, as_numpy, context_of, cpu, gpu
 from ..io import DataBatch, DataDesc
 from ..kvstore.client import ShardClient
@@ -71,6 +71,7 @@ class Worker:
 
     def __init__(self, rank: int, num_gpus: int = 0, setup: tuple = ()):
         actor_setup.apply(setup)
+        array_view.keep_bound_plain()  # rebinds go by identity; user code gets views still
         self.rank = rank
         self.contexts = [gpu(i) for i in range(num_gpus)] if num_gpus else [cpu(0)]
         self.specs: dict[int, dict] = {}          # group id -> how to bind it

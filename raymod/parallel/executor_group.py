@@ -370,7 +370,7 @@ class DataParallelExecutorGroup:
                 parts = [take_slice(lab, axis, s) if axis >= 0 else lab
                          for lab, axis in zip(labels, self.label_layouts or [0] * len(labels))]
             eval_metric.update_dict(show(dict(zip(self.label_names, parts)), e.ctx),
-                                    dict(zip(self.output_names, e.outputs)))
+                                    show(dict(zip(self.output_names, e.outputs)), e.ctx))
 
     def install_monitor(self, monitor) -> None:
         """Attach a Monitor to every executor."""

@@ -178,3 +178,37 @@ def test_a_second_rebind_finds_the_arrays_behind_ndarray_views(rng):
                 assert np.any(g != 0)  # the executors wrote into the new gradient arrays
     finally:
         array_view.set_viewer(None)
+
+
+def test_a_bucket_bound_after_a_rebind_follows_the_next_one(rng):
+    """A worker actor of ``raymod run --workers`` (the compatibility layer installed) binds a
+    new bucket while its root group computes in one published block, then rebinds the root's
+    arrays to the next block: the bucket's executors must move with it. A worker's executors
+    hand out their arrays plain (``keep_bound_plain``), so the bucket shares the root's very
+    arrays (with NDArray views it got views of its own, which no rebind named, and kept
+    computing with the block it was bound in: example/rnn/bucketing drifted)."""
+    from raymod import array_view
+    from raymod.compat.ndarray import wrap
+    array_view.set_viewer(wrap)
+    array_view.keep_bound_plain()
+    try:
+        root = _group([rm.cpu(0)])
+
+        def move_to(fill):
+            replace = {}
+            for (w,), (g,) in zip(root.param_arrays, root.grad_arrays):
+                replace[id(w)] = np.full(w.shape, fill, np.float32)
+                replace[id(g)] = np.zeros(g.shape, np.float32)
+            for group in groups:
+                group.rebind(replace)
+
+        groups = [root]
+        move_to(1.0)                                       # block A
+        bucket = _group([rm.cpu(0)], batch=3, shared_group=root)
+        groups.append(bucket)
+        move_to(2.0)                                       # block B
+        for name in root.param_names:
+            assert np.all(bucket.execs[0].arg_dict[name] == 2.0), name
+    finally:
+        array_view.keep_bound_plain(False)
+        array_view.set_viewer(None)
