@@ -169,7 +169,10 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         on one device nothing is cut, but slices along time would break the states' carry
         from one slice to the next. The data (and each label that agrees with it up to that
         axis, e.g. ``(time, batch)`` beside ``(time, batch, features)``) then get a layout
-        with the batch on the axis that the states follow."""
+        with the batch on the axis that the states follow. When no other axis can be cut (the
+        states' variables pin the batch size, as word_lm's do), the batch is not cut at all:
+        one worker computes each step, as one device would (:attr:`whole_batch_only`)."""
+        self.whole_batch_only = False
         if not self.state_names or len(data) != 1:
             return data, label
         desc, args = data[0], self.symbol.list_arguments()
@@ -192,6 +195,9 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
                 return ([_with_batch_at(desc, k)],
                         [_with_batch_at(d, k) if d.shape[:k + 1] == desc.shape[:k + 1] else d
                          for d in label])
+        self.whole_batch_only = True
+        self.logger.info("the states of this network pin its batch size: each step runs "
+                         "whole on one worker, as on one device")
         return data, label
 
     def _find_batch_axes(self, descs: list, first: slice, out_shapes: list,
@@ -221,8 +227,11 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         return DataDesc(desc.name, shape, desc.dtype, desc.layout)
 
     def slices(self, count: int) -> list[slice]:
-        """The batch cut into ``count`` slices (fewer if the batch is smaller): the same
-        list each time (a window of steps pickles it once); not to be changed."""
+        """The batch cut into ``count`` slices (fewer if the batch is smaller, one when it
+        cannot be cut): the same list each time (a window of steps pickles it once); not
+        to be changed."""
+        if self.whole_batch_only:
+            count = 1
         return _even_slices(self.batch_size, max(1, min(count, self.batch_size)))
 
     def reshape(self, data_shapes: Any, label_shapes: Any) -> None:
@@ -508,8 +517,8 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         if self._fetched is None:
             totals: dict = {}
             for part in self._per_worker("grads").values():
-                for name, g in part.items():
-                    totals[name] = g if name not in totals else totals[name] + g
+                for name, g in part.items():  # (the object store's arrays are read-only)
+                    totals[name] = np.array(g) if name not in totals else totals[name] + g
             summed = [[show(totals.get(n))] for n in self.param_names]
             self._fetched = [summed, {n: g.copy() for n, g in totals.items()}]
         return self._fetched[0]

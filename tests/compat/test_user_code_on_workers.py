@@ -48,9 +48,10 @@ def test_the_script_reaches_the_in_process_numbers_on_two_workers(tmp_path):
     # states are the in-process ones
     np.testing.assert_allclose(spread["norms"], alone["norms"], rtol=1e-4)
     np.testing.assert_allclose(spread["losses"], alone["losses"], rtol=1e-4)
-    for name, value in alone["lm"].items():
-        np.testing.assert_allclose(spread["lm"][name], value, rtol=1e-4, atol=1e-5,
-                                   err_msg=name)
+    for part in ("lm", "buckets", "pinned"):
+        for name, value in alone[part].items():
+            np.testing.assert_allclose(spread[part][name], value, rtol=1e-4, atol=1e-5,
+                                       err_msg=f"{part}: {name}")
     # raymod configures no logger: the script's own basicConfig(level=INFO) decides
     assert "script logging: on" in log
     assert "Epoch[2] Train-agreement=" in log

@@ -9,6 +9,9 @@ test_user_code_on_workers.py runs it in process and with ``--workers 2``):
 - a hand-written loop over a module with states shaped (layers, batch, hidden), reading
   ``get_outputs(merge_multi_context=False)`` and clipping ``_exec_group.grad_arrays`` with
   ``mx.gluon.utils.clip_global_norm`` before ``update``,
+- a ``BucketingModule`` whose buckets first appear in the middle of training,
+- states whose variables pin the batch size (``shape=(1, batch, hidden)``, as
+  example/rnn/word_lm declares them), fed back from ``get_outputs``,
 - ``logging.basicConfig`` after ``import mxnet``: the script's INFO lines must print.
 
 Usage: mx_style_everywhere.py FOLDER. Writes what it found to FOLDER/report.json.
@@ -137,6 +140,69 @@ report["parts"] = sorted(parts)
 report["state_shape"] = list(states[0][0].shape)
 report["norms"], report["losses"] = norms, losses
 report["lm"] = {k: v.asnumpy().tolist() for k, v in lm.get_params()[0].items()}
-logging.info("report %s", {k: v for k, v in report.items() if k != "lm"})
+
+# 4. buckets first seen in the middle of training (bound on the workers then)
+def bucket_batches():
+    for key in (4, 4, 6, 4, 8, 6, 8, 4, 6, 4):
+        tokens = rng.randint(0, 10, size=(8, key)).astype(np.float32)
+        yield mx.io.DataBatch([mx.nd.array(tokens)], [mx.nd.array(tokens.sum(axis=1) % 2)],
+                              bucket_key=key,
+                              provide_data=[mx.io.DataDesc("data", (8, key))],
+                              provide_label=[mx.io.DataDesc("softmax_label", (8,))])
+
+
+class Buckets(mx.io.DataIter):
+    def __init__(self):
+        super().__init__(8)
+        self.default_bucket_key = 8
+        self.provide_data = [mx.io.DataDesc("data", (8, 8))]
+        self.provide_label = [mx.io.DataDesc("softmax_label", (8,))]
+        self.batches = list(bucket_batches())
+        self.reset()
+
+    def reset(self):
+        self.left = iter(self.batches)
+
+    def next(self):
+        return next(self.left)
+
+
+def bucket_net(key):
+    embedded = mx.sym.Embedding(mx.sym.Variable("data"), input_dim=10, output_dim=5,
+                                name="emb")
+    scores = mx.sym.FullyConnected(mx.sym.mean(embedded, axis=1), num_hidden=2, name="fc")
+    return mx.sym.SoftmaxOutput(scores, name="softmax"), ("data",), ("softmax_label",)
+
+
+buckets = mx.mod.BucketingModule(bucket_net, default_bucket_key=8, context=mx.cpu())
+buckets.fit(Buckets(), num_epoch=2, optimizer="sgd", optimizer_params={"learning_rate": 0.5},
+            initializer=mx.init.Xavier())
+report["buckets"] = {k: v.asnumpy().tolist() for k, v in buckets.get_params()[0].items()}
+
+# 5. states whose variables pin the batch size (as example/rnn/word_lm's): not cut
+pinned = mx.sym.RNN(seq, mx.sym.Variable("rnn_weight"),
+                    mx.sym.Variable("state", shape=(1, batch, 5)), state_size=5, num_layers=1,
+                    mode="rnn_tanh", state_outputs=True, name="rnn")
+pinned_net = mx.sym.Group([pinned[1], mx.sym.MakeLoss(mx.sym.square(
+    mx.sym.Reshape(mx.sym.FullyConnected(mx.sym.Reshape(pinned[0], shape=(-1, 5)),
+                                         num_hidden=1, name="out"), shape=(-1,))
+    - mx.sym.Reshape(mx.sym.Variable("target"), shape=(-1,))))])
+pm = mx.mod.Module(pinned_net, data_names=["data"], label_names=["target"],
+                   state_names=["state"], context=mx.cpu())
+pm.bind([("data", (steps, batch, 2))], [("target", (steps, batch))])
+pm.init_params(mx.init.Uniform(0.3))
+pm.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.1})
+pm.set_states(value=0.0)
+for k in range(3):
+    pm.forward(mx.io.DataBatch([mx.nd.array(seqs[k])], [mx.nd.array(seqs[k].sum(axis=2))]),
+               is_train=True)
+    pm.set_states(states=pm.get_outputs(merge_multi_context=False)[:-1])
+    pm.backward()
+    # one worker's gradient, as the object store hands it over: clipped in place all the same
+    mx.gluon.utils.clip_global_norm([g for per in pm._exec_group.grad_arrays for g in per], 0.05)
+    pm.update()
+report["pinned"] = {k: v.asnumpy().tolist() for k, v in pm.get_params()[0].items()}
+logging.info("report %s", {k: v for k, v in report.items()
+                           if k not in ("lm", "buckets", "pinned")})
 with open(os.path.join(folder, "report.json"), "w") as f:
     json.dump(report, f)
