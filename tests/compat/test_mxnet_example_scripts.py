@@ -1,78 +1,130 @@
-"""Acceptance: MXNet 1.9.1's own example scripts, unmodified, through raymod's runner.
+"""Acceptance: MXNet 1.9.1's own example scripts, unmodified, through raymod's runner, in
+process and on two Ray workers.
 
 Needs MXNet 1.9.1's ``example/`` folder (not part of raymod): set ``RAYMOD_MXNET_EXAMPLES`` to
-it (e.g. ``/tmp/mxnet-1.9.1/example``); skipped otherwise. Each test copies the example's
-folder to a temporary one, writes the data its download step looks for there (offline
-stand-ins from compat_data.py) and runs the script with ``python -m raymod.compat``.
+it (e.g. ``/tmp/mxnet-1.9.1/example``); skipped otherwise. The examples, their arguments, data
+and metrics are those of ``tools/run_mxnet_examples.py`` (``EXAMPLES``), which these tests
+drive: each run copies the example's folder to a temporary one, writes the data its download
+step looks for there (offline stand-ins from compat_data.py) and runs the script with
+``python -m raymod.compat`` (in process) or ``python -m raymod.compat --workers 2`` (its
+modules on two workers of a local Ray cluster that run starts and stops itself), in a process
+of its own.
 
-The reference numbers were measured by running the same scripts on the same files with MXNet
-1.9.1 (pip wheel, CPU) and are recorded in REFERENCE below.
+The scripts' files are not edited. They run through a wrapper the tool writes beside them,
+which seeds ``random``, numpy and ``mx.random`` with 0 (most scripts do not seed; seeded, the
+two runs start from the same weights and read the same batches) and then ``runpy``s the
+script with its arguments. Where a script needs what this machine or today's libraries lack,
+the wrapper also stands in for exactly one name:
+
+* sequential_module.py, matrix_factorization/train.py and word_lm/train.py hard-code GPU
+  contexts: ``mx.gpu(i)`` (and ``mx.context.gpu``) give ``mx.cpu(i)``;
+* svm_mnist.py imports scikit-learn's ``fetch_mldata``, removed from scikit-learn: the wrapper
+  puts a function of that name into ``sklearn.datasets`` (it raises if called; the script
+  reads MNIST with ``mx.test_utils.get_mnist``).
+
+(``np.int`` in custom_softmax.py and binary ``np.fromstring`` in train_mnist.py are given back
+by the runner itself, for any script.) word_lm runs with ``--dropout 0``: dropout masks are
+drawn per worker, so with dropout the two runs could not agree to the digit.
+
+Every run is seeded, so the workers run must reach the in-process figure to within the
+example's ``tolerance`` in the tool: 1e-3 relative (the two workers' slices' gradients sum to
+the batch's, up to float32 rounding), looser for the two whose training carries that rounding
+on (custom_softmax, lstm_bucketing; one worker repeats their in-process runs exactly).
+
+The in-process reference numbers in REFERENCE were measured by running the same scripts on
+the same files with MXNet 1.9.1 (pip wheel, CPU, its default seed); raymod must reach them to
+within 1% or do better.
 """
+import importlib.util
+import math
 import os
-import re
-import shutil
-import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-
-from compat_data import write_mnist, write_year_prediction
 
 EXAMPLES = os.environ.get("RAYMOD_MXNET_EXAMPLES")
 pytestmark = pytest.mark.skipif(
     not EXAMPLES or not os.path.isdir(str(EXAMPLES)),
     reason="set RAYMOD_MXNET_EXAMPLES to MXNet 1.9.1's example/ folder to run these")
 
-# MXNet 1.9.1 on the files compat_data writes (same arguments as below)
+
+def _load_tool():
+    path = Path(__file__).resolve().parents[2] / "tools" / "run_mxnet_examples.py"
+    spec = importlib.util.spec_from_file_location("run_mxnet_examples", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
+    spec.loader.exec_module(module)
+    return module
+
+
+tool = _load_tool()
+
+# MXNet 1.9.1 on the files compat_data writes (same arguments), by the tool's metric labels:
+# mnist_mlp's epoch 1 (its last) and svrg's epoch 9 (-e 10)
 REFERENCE = {
-    "mnist_mlp": {"Epoch[1] Train-accuracy": 0.999527, "Epoch[1] Validation-accuracy": 0.895254},
-    "svrg_linear_regression": {"Epoch[9] Train-mse": 0.167077},
+    "mnist_mlp": {"Train-accuracy": (0.999527, True), "Validation-accuracy": (0.895254, True)},
+    "svrg_linear_regression": {"Train-mse": (0.167077, False)},
 }
-# BLAS threads fight over shared cores; one per process keeps the runs quick
-_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+WORKERS = 2
+# each in-process run once per session: the workers test compares against it
+_IN_PROCESS = {}
 
 
-def _run(entry, folder, script, *args):
-    proc = subprocess.run([sys.executable, "-m", *entry, script, *args], cwd=folder,
-                          capture_output=True, text=True, timeout=900,
-                          env={**os.environ, **_ENV})
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc.stdout + proc.stderr
+def _reaches(metrics, reference):
+    """raymod reaches MXNet's number to within 1% of it (or does better). One-sided: MXNet's
+    number comes from its own default seed, raymod's from seed 0 here; raymod's validation
+    accuracy of mnist_mlp spans about 0.89-0.92 over seeds, so being better is no failure."""
+    for label, (ref, higher_is_better) in reference.items():
+        got = metrics[label]
+        ok = got >= 0.99 * ref if higher_is_better else got <= 1.01 * ref
+        assert ok, f"{label}: raymod {got}, MXNet {ref}"
 
 
-def _values(log, names):
-    found = {}
-    for name in names:
-        hits = re.findall(re.escape(name) + r"=([0-9.]+)", log)
-        assert hits, f"{name} not in the output:\n{log[-3000:]}"
-        found[name] = float(hits[-1])
-    return found
+def _params(timeout_factor):
+    """One parameter per example, each with a pytest timeout covering its runs."""
+    return [pytest.param(e.name, id=e.name,
+                         marks=pytest.mark.timeout(int(timeout_factor * e.timeout) + 120))
+            for e in tool.EXAMPLES]
 
 
-def _reaches(got, reference, higher_is_better):
-    """raymod reaches MXNet's number to within 1% of it (or does better). One-sided because
-    the scripts do not seed: MXNet starts from a fixed default seed and repeats its number
-    exactly, raymod draws a fresh initialisation each run (validation accuracy here spans
-    about 0.89-0.92 over runs), so being better than MXNet is no failure."""
-    for name, ref in reference.items():
-        ok = got[name] >= 0.99 * ref if higher_is_better else got[name] <= 1.01 * ref
-        assert ok, f"{name}: raymod {got[name]}, MXNet {ref}"
+def _in_process(name, tmp_path_factory):
+    if name not in _IN_PROCESS:
+        example = tool.BY_NAME[name]
+        folder = tool.prepare(example, EXAMPLES, tmp_path_factory.mktemp(name), "-inproc")
+        _IN_PROCESS[name] = tool.run(example, folder)
+    return _IN_PROCESS[name]
 
 
-def test_module_mnist_mlp(tmp_path):
-    folder = tmp_path / "module"
-    shutil.copytree(os.path.join(EXAMPLES, "module"), folder)
-    write_mnist(str(folder / "data"), train_copies=100, test_copies=20)
-    log = _run(("raymod.compat",), folder, "mnist_mlp.py")
-    assert "validation Accuracy" in log  # the script's own end: it ran to the last line
-    _reaches(_values(log, REFERENCE["mnist_mlp"]), REFERENCE["mnist_mlp"], True)
+def _check_finished(result):
+    """Exit 0, the script's own end reached and every metric of the example found."""
+    assert result.returncode == 0, (f"{result.name} ({result.mode}) exit {result.returncode}:"
+                                    f"\n{result.stderr_tail}")
+    assert result.end_reached, (f"{result.name} ({result.mode}) did not reach its end:"
+                                f"\n{result.stderr_tail}")
+    missing = set(tool.BY_NAME[result.name].metrics) - set(result.metrics)
+    assert not missing, f"{result.name} ({result.mode}): no {sorted(missing)} in its output"
+    assert all(math.isfinite(v) for v in result.metrics.values()), result.metrics
 
 
-def test_svrg_linear_regression(tmp_path):
-    folder = tmp_path / "linear_regression"
-    shutil.copytree(os.path.join(EXAMPLES, "svrg_module", "linear_regression"), folder)
-    write_year_prediction(str(folder / "data"))
-    _run(("raymod.cli", "run"), folder, "train.py", "-e", "10")
-    log = (folder / "experiments.log").read_text()  # the script logs epochs to this file
-    ref = REFERENCE["svrg_linear_regression"]
-    _reaches(_values(log, ref), ref, False)
+@pytest.mark.parametrize("name", _params(1))
+def test_in_process(name, tmp_path_factory):
+    result = _in_process(name, tmp_path_factory)
+    _check_finished(result)
+    if name in REFERENCE:
+        _reaches(result.metrics, REFERENCE[name])
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("name", _params(2))
+def test_on_two_workers_as_in_process(name, tmp_path_factory):
+    example = tool.BY_NAME[name]
+    folder = tool.prepare(example, EXAMPLES, tmp_path_factory.mktemp(name), "-workers")
+    result = tool.run(example, folder, workers=WORKERS)
+    _check_finished(result)
+    reference = _in_process(name, tmp_path_factory)
+    if not reference.ok:
+        pytest.fail(f"{name}: the in-process run, to compare with, failed "
+                    f"(exit {reference.returncode}):\n{reference.stderr_tail}")
+    problems = tool.compare(example, reference, result)
+    assert not problems, f"{name}: " + "; ".join(problems)
