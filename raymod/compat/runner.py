@@ -180,6 +180,10 @@ def install() -> None:
                 raise
     for name, feature in _UNSUPPORTED.items():
         sys.modules[name] = stand_in(name, feature)
+        # the parent's attribute too: `mx.gluon` may hold a stand-in of an earlier use of
+        # the package, to which `import mxnet.gluon.nn` would not add its submodule
+        parent, _, child = name.rpartition(".")
+        setattr(sys.modules[parent], child, sys.modules[name])
     sys.meta_path.insert(0, _REFUSER)
     array_view.set_viewer(wrap)  # every array raymod hands out is now an NDArray view
     legacy_numpy.install()  # np.int, binary np.fromstring: MXNet pinned numpy<1.24
