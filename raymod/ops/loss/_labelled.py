@@ -31,3 +31,21 @@ class LabelledLoss(Op):
     def infer_type(self, in_types, out_types):
         data = in_types[0] or out_types[0]
         return [data, in_types[1] or data], [data], []
+
+
+class ClassHead(LabelledLoss):
+    """A loss head over class scores: data has a batch and a class axis at least, and the
+    label one of the shapes :meth:`_label_shapes` accepts for it."""
+
+    def _label_shapes(self, data: tuple) -> list[tuple]:
+        """The label shapes ``data`` takes, the one to infer first."""
+        raise NotImplementedError
+
+    def infer_shape(self, in_shapes, out_shapes):
+        data = merge_shape(in_shapes[0], out_shapes[0], "data and output must share a shape")
+        label = in_shapes[1]
+        if data is not None:
+            if len(data) < 2:
+                raise ShapeError(f"data must have a batch and a class axis, got {data}")
+            label = self.match_label(label, self._label_shapes(data), data)
+        return [data, label], [data], []

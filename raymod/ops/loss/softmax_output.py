@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import math
 
-from ...base import ShapeError
-from ..base import Param, merge_shape
-from ._labelled import LabelledLoss
+from ..base import Param
+from ._labelled import ClassHead
 
 
-class SoftmaxOutput(LabelledLoss):
+class SoftmaxOutput(ClassHead):
     """Softmax of ``data`` in forward; in backward the cross-entropy gradient
     ``(softmax - onehot(label)) * grad_scale / norm``, ignoring any head gradient.
 
@@ -53,16 +52,6 @@ class SoftmaxOutput(LabelledLoss):
         if self.preserve_shape:
             return [data[:-1], data]
         return [data[:-1], data[:1], data]
-
-    def infer_shape(self, in_shapes, out_shapes):
-        data = merge_shape(in_shapes[0], out_shapes[0], "data and output must share a shape")
-        label = in_shapes[1]
-        if data is not None:
-            if len(data) < 2:
-                raise ShapeError(f"data must have a batch and a class axis, got {data}")
-            options = self._label_shapes(data)
-            label = self.match_label(label, options, data)
-        return [data, label], [data], []
 
     def forward(self, xp, inputs, aux, is_train):
         x = inputs[0]

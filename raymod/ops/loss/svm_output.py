@@ -1,12 +1,11 @@
 """SVMOutput: identity forward, one-vs-all hinge (L1-SVM) or squared hinge (L2-SVM) backward."""
 from __future__ import annotations
 
-from ...base import ShapeError
-from ..base import Param, merge_shape
-from ._labelled import LabelledLoss
+from ..base import Param
+from ._labelled import ClassHead
 
 
-class SVMOutput(LabelledLoss):
+class SVMOutput(ClassHead):
     """Passes ``data`` through; in backward the gradient of a one-vs-all SVM loss, ignoring any
     head gradient.
 
@@ -25,14 +24,8 @@ class SVMOutput(LabelledLoss):
     retain_inputs = (1,)
     retain_outputs = (0,)
 
-    def infer_shape(self, in_shapes, out_shapes):
-        data = merge_shape(in_shapes[0], out_shapes[0], "data and output must share a shape")
-        label = in_shapes[1]
-        if data is not None:
-            if len(data) < 2:
-                raise ShapeError(f"data must have a batch and a class axis, got {data}")
-            label = self.match_label(label, [tuple(data[:-1])], data)
-        return [data, label], [data], []
+    def _label_shapes(self, data: tuple) -> list[tuple]:
+        return [tuple(data[:-1])]
 
     def forward(self, xp, inputs, aux, is_train):
         return [inputs[0]], None
