@@ -149,6 +149,7 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         self._total_exec_bytes = sum(a[0].nbytes for a in self.param_arrays + self.aux_arrays)
         first = self.slices(self.pool.spec.slices)[0]
         self._find_batch_axes(data + label, first, out_shapes, arg_shapes)
+        self._states: list | None = None  # whole-batch states set, cut at each forward
         spec = {"symbol": self.symbol.tojson(), "param_names": self.param_names,
                 "data": [self._sliced(d, first) for d in data],
                 "label": [self._sliced(d, first) for d in label],
@@ -203,9 +204,10 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
     def _find_batch_axes(self, descs: list, first: slice, out_shapes: list,
                          arg_shapes: list) -> None:
         """Where the batch runs in each output and state: the axis whose length differs
-        between the whole batch's shapes and a slice's (-1: none does, or one slice is the
-        whole batch). Per-slice results are joined, and set states cut, along it, so that
-        an output shaped ``(layers, batch, hidden)`` comes back whole, as from one device."""
+        between the whole batch's shapes and a slice's (for an output where none does, or
+        one slice is the whole batch: its layout's; for a state: -1). Per-slice results are
+        joined, and set states cut, along it, so that an output shaped ``(layers, batch,
+        hidden)`` comes back whole, as from one device."""
         sliced = {d.name: self._sliced(d, first).shape for d in descs}
         try:
             part_args, part_outs, _ = self.symbol.infer_shape(**sliced)
@@ -214,11 +216,12 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         args = self.symbol.list_arguments()
         whole_args = dict(zip(args, arg_shapes))
         part_args = dict(zip(args, part_args or [None] * len(args)))
-        self._out_axes = [_differing_axis(w, p)
-                          for w, p in zip(out_shapes, part_outs or [None] * len(out_shapes))]
+        found = [_differing_axis(w, p)
+                 for w, p in zip(out_shapes, part_outs or [None] * len(out_shapes))]
+        self._out_axes = [axis if axis >= 0 else layout
+                          for axis, layout in zip(found, self.output_layouts)]
         self._state_axes = [_differing_axis(whole_args.get(n), part_args.get(n))
                             for n in self.state_names]
-        self._states: list | None = None  # whole-batch states set, cut at each forward
 
     @staticmethod
     def _sliced(desc: DataDesc, s: slice) -> DataDesc:
@@ -499,11 +502,9 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
             self._per_worker("backward", lambda ts: None)
             return
         grads = [as_numpy(g) for g in out_grads]
-        axes = [found if found >= 0 else layout
-                for found, layout in zip(self._out_axes, self.output_layouts)]
         self._per_worker("backward", lambda ts: [
             [take_slice(g, ax, slices[t["slice"]]) if ax >= 0 else g
-             for g, ax in zip(grads, axes)] for t in ts])
+             for g, ax in zip(grads, self._out_axes)] for t in ts])
 
     @property
     def grad_arrays(self) -> list:
@@ -563,9 +564,7 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         parts = self._ordered("outputs")
         end = len(self.output_names) if end is None else end
         per = [[p[k] for p in parts] for k in range(begin, end)]
-        axes = [found if found >= 0 else layout for found, layout
-                in zip(self._out_axes[begin:end], self.output_layouts[begin:end])]
-        return self._per_context(per, axes, merge_multi_context)
+        return self._per_context(per, self._out_axes[begin:end], merge_multi_context)
 
     @settled
     def get_input_grads(self, merge_multi_context: bool = True) -> list:
