@@ -17,6 +17,10 @@ from .base import MXNetError, names_list
 from .context import Context
 from .host_memory import keep_freed_memory
 from .ops.base import Op, known
+from .sparse import RowSparseArray, is_sparse, stype_of
+from .sparse import zeros as sparse_zeros
+from .sparse.plan import densifying, plan_storage
+from .symbol.storage import check_stype, variable_stype
 from .symbol.infer import shape_values, type_values
 from .symbol.symbol import Symbol
 
@@ -213,6 +217,8 @@ class Executor:
         self._grad_req = grad_req
         self.plan = plan
         self._arg_names = symbol.list_arguments()
+        self.slot_stypes, _, fallback = plan_storage(
+            plan.steps, plan.arg_slots, [stype_of(a) for a in arg_arrays], len(plan.slot_shapes))
         self._aux_names = symbol.list_auxiliary_states()
         # user code sees the arrays through array_view.show (NDArray views under the MXNet
         # compatibility layer); kernels and the step below use the plain arrays
@@ -234,12 +240,14 @@ class Executor:
         for slot, array in zip(plan.arg_slots, arg_arrays):  # pinned: never freed
             self._values[slot] = plain(array)
         # what forward and backward read per step, resolved once
-        self._forward_steps = [(st.forward, st.inputs, st.outputs, st.aux, st, free_i, free_t)
-                               for st, free_i, free_t in
-                               zip(plan.steps, plan.free_infer, plan.free_train)]
+        self._forward_steps = [(densifying(st.forward, st.name) if fall else st.forward,
+                                st.inputs, st.outputs, st.aux, st, free_i, free_t)
+                               for st, free_i, free_t, fall in
+                               zip(plan.steps, plan.free_infer, plan.free_train, fallback)]
         none = len(plan.slot_shapes)
         self._backward_steps = [
-            (i, st.op.backward, st.outputs, st.op.is_loss,
+            (i, densifying(st.op.backward, st.name) if fallback[i] else st.op.backward,
+             st.outputs, st.op.is_loss,
              tuple(s if k else none for s, k in zip(st.inputs, st.keep_in)),
              tuple(s if k else none for s, k in zip(st.outputs, st.keep_out)),
              st.need_grad,
@@ -275,7 +283,7 @@ class Executor:
     def simple_bind(cls, symbol: Symbol, ctx: Context, grad_req="write", type_dict=None,
                     shared_arg_names=None, shared_exec: "Executor | None" = None,
                     shared_buffer: dict | None = None, shapes: dict | None = None,
-                    group2ctx: dict | None = None) -> "Executor":
+                    group2ctx: dict | None = None, stype_dict: dict | None = None) -> "Executor":
         """See :meth:`Symbol.simple_bind`."""
         shapes = dict(shapes or {})
         for name, shape in shapes.items():
@@ -289,14 +297,28 @@ class Executor:
         xp = ctx.xp
         variables = {n.name: n for n in symbol.topo() if n.is_variable}
         shared_args = set(shared_arg_names) if shared_arg_names is not None else None
+        plan = build_plan(symbol, values, types, {n: r != "null" for n, r in reqs.items()},
+                          reqs)
+        stypes = {n: variable_stype(variables[n]) for n in arg_names}
+        for name, stype in (stype_dict or {}).items():
+            if name not in stypes:
+                raise MXNetError(f"simple_bind: stype_dict names {name!r}, which is not an "
+                                 f"argument; arguments: {', '.join(arg_names)}")
+            stypes[name] = check_stype(stype, f"simple_bind: stype_dict[{name!r}]")
+        _, grad_stypes, _ = plan_storage(plan.steps, plan.arg_slots,
+                                         [stypes[n] for n in arg_names], len(plan.slot_shapes))
+        grad_stypes = dict(zip(arg_names, grad_stypes))
 
-        def allocate(name: str, pool: dict | None, buffer_ok: bool):
+        def allocate(name: str, pool: dict | None, buffer_ok: bool, stype: str = "default"):
             key = (id(variables[name]), 0)
             shape, dtype = values[key], types[key]
             if pool is not None and name in pool:
                 old = pool[name]
-                if tuple(old.shape) == shape and old.dtype == dtype:
+                if tuple(old.shape) == shape and old.dtype == dtype and stype_of(old) == stype:
                     return old
+            if stype != "default":  # a holder: a batch's or a pull's contents go into it
+                with ctx.scope():
+                    return sparse_zeros(stype, shape, dtype, xp)
             if buffer_ok and shared_buffer is not None:
                 old = shared_buffer.get(name)
                 size = int(np.prod(shape))
@@ -316,13 +338,12 @@ class Executor:
         for name in arg_names:
             is_param = shared_args is not None and name in shared_args
             args.append(allocate(name, shared_exec.arg_dict if shares(name) else None,
-                                 not is_param))
+                                 not is_param, stypes[name]))
             grads.append(None if reqs[name] == "null" else
-                         allocate(name, shared_exec.grad_dict if shares(name) else None, False))
+                         allocate(name, shared_exec.grad_dict if shares(name) else None, False,
+                                  grad_stypes[name]))
         aux = [allocate(n, shared_exec.aux_dict if shared_exec else None, False)
                for n in symbol.list_auxiliary_states()]
-        plan = build_plan(symbol, values, types, {n: r != "null" for n, r in reqs.items()},
-                          reqs)
         return cls(symbol, ctx, args, grads, aux, reqs, plan, group2ctx)
 
     @classmethod
@@ -407,7 +428,7 @@ class Executor:
             if tuple(value.shape) != tuple(target.shape):
                 raise MXNetError(f"forward: {name!r} has shape {tuple(value.shape)}, the executor "
                                  f"was bound with {tuple(target.shape)} (use reshape)")
-            target[...] = xp.asarray(value)
+            target[...] = value if is_sparse(target) else xp.asarray(value)
         vals, saved, aux, monitor = self._values, self._saved, self._aux_plain, self._monitor
         # what ops save for backward (BatchNorm: its centred data) is dropped at once by an
         # executor with nothing to differentiate, as the values inference frees are
@@ -455,7 +476,7 @@ class Executor:
                 raise MXNetError(f"backward: {len(out_grads)} out_grads for "
                                  f"{len(plan.head_slots)} outputs")
             for s, g in zip(plan.head_slots, out_grads):
-                grads[s] = xp.asarray(g)
+                grads[s] = g if is_sparse(g) else xp.asarray(g)
         else:
             if self._head_defaults is None:
                 self._head_defaults = [None if loss else self._ones_like_slot(s)
@@ -499,6 +520,8 @@ class Executor:
                 if tuple(g.shape) != tuple(target.shape):
                     raise MXNetError(f"backward: gradient of {name!r} has shape "
                                      f"{tuple(g.shape)}, expected {tuple(target.shape)}")
+                if is_sparse(g) and not is_sparse(target):
+                    g = g.todense()
                 if write:
                     target[...] = g
                 else:
@@ -584,7 +607,10 @@ class Executor:
                 if tuple(value.shape) != tuple(target.shape):
                     raise MXNetError(f"copy_params_from: {name!r} has shape {tuple(value.shape)}, "
                                      f"expected {tuple(target.shape)}")
-                target[...] = self._xp.asarray(value)
+                if is_sparse(target) and not is_sparse(value):
+                    # a dense parameter value fills a row_sparse holder: every row is held
+                    value = RowSparseArray.full(self._xp.array(value, dtype=target.dtype))
+                target[...] = value if is_sparse(target) else self._xp.asarray(value)
 
     def rebind(self, replace: dict[int, Any]) -> None:
         """Use other memory for some bound arrays: ``replace`` maps ``id(old array)`` to
@@ -676,6 +702,9 @@ class Executor:
             if shape is None or tuple(shape) == tuple(array.shape):
                 return array
             shape = tuple(shape)
+            if is_sparse(array):  # a holder: the next batch fills it
+                with self._ctx.scope():
+                    return sparse_zeros(array.stype, shape, array.dtype, self._xp)
             if not (given or partial_shaping):
                 raise MXNetError(f"reshape: the shape of {name!r}, not given, changes from "
                                  f"{tuple(array.shape)} to {shape}; pass "

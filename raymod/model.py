@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import kvstore as kvs
+from .sparse import RowSparseArray
 from .callback import BatchEndParam
 from .checkpoint import load_checkpoint, load_params, save_checkpoint
 from .kvstore.base import _REGISTRY as _KV_REGISTRY
@@ -212,7 +213,9 @@ def _update_params(param_arrays: Sequence[list], grad_arrays: Sequence[list],
         if kvstore:
             kvstore.pushpull(param_names[index], grads, priority=-index)
         for k, (w, g) in enumerate(zip(weights, grads)):
-            per_device[k].append((index * num_device + k, g, w))
+            # a row_sparse parameter in one process holds every row: its table updates
+            per_device[k].append((index * num_device + k, g,
+                                  w.table() if isinstance(w, RowSparseArray) else w))
     for updates in per_device:
         if updates:
             indices, grads, weights = zip(*updates)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..base import MXNetError, bytes_via_file, file_from_bytes
 from ..registry import Registry
+from ..sparse import is_sparse
 
 __all__ = ["KVStoreBase", "create", "register"]
 
@@ -202,7 +203,7 @@ def _norm_key(key: Any, what: str) -> int | str:
 
 def _norm_array(value: Any, key: Any, what: str) -> Any:
     """``value`` if it is a numpy or cupy array (numpy scalars become 0-d arrays)."""
-    if type(value) is np.ndarray:
+    if type(value) is np.ndarray or is_sparse(value):
         return value
     if isinstance(value, np.generic):
         return np.asarray(value)

@@ -14,8 +14,10 @@ import numpy as np
 from ..base import MXNetError
 from ..context import as_numpy, context_of
 from ..optimizer import Optimizer, get_array_module, get_updater
+from ..sparse import RowSparseArray, is_sparse, stype_of
 from .base import KVStoreBase, register
 from .compression import GradientCompression
+from .rows import assign_rows, check_sparse_push, checked_row_ids, rows_of, summed
 
 __all__ = ["LocalKVStore", "KVStore"]
 
@@ -141,6 +143,9 @@ class LocalKVStore(KVStoreBase):
         """
         for k, vals in self._grouped(key, value, "push").items():
             stored = self._stored(k, vals, "push")
+            if any(is_sparse(v) for v in vals):
+                self._push_rows(k, vals, stored)
+                continue
             if self._compression is not None:
                 vals = [self._compression.compress(k, i, v) for i, v in enumerate(vals)]
             if self._on_device and isinstance(stored, np.ndarray) \
@@ -166,13 +171,18 @@ class LocalKVStore(KVStoreBase):
         priority : int, default 0
             Accepted for MXNet compatibility.
         ignore_sparse : bool, default True
-            Accepted for MXNet compatibility; raymod's arrays are all dense.
+            Skip row_sparse arrays in ``out`` (MXNet's default: their rows come from
+            :meth:`row_sparse_pull`); with False they receive every row.
         """
         if out is None:
             raise ValueError("pull needs out=: the array(s) to copy the values into")
         for k, outs in self._grouped(key, out, "pull").items():
             src = self._stored(k, outs, "pull")
             for o in outs:
+                if isinstance(o, RowSparseArray):
+                    if not ignore_sparse:  # every row (row_sparse_pull picks some)
+                        o[:] = RowSparseArray.full(_moved(src, o.data).copy())
+                    continue
                 _copy_into(o, src)
 
     def pushpull(self, key: Any, value: Any, out: Any = None, priority: int = 0) -> None:
@@ -211,16 +221,42 @@ class LocalKVStore(KVStoreBase):
 
     def row_sparse_pull(self, key: Any, out: Any = None, priority: int = 0,
                         row_ids: Any = None) -> None:
-        """Not supported: raymod arrays are dense. Use :meth:`pull`.
+        """Copy only the rows ``row_ids`` of stored tables into row_sparse ``out`` arrays.
+
+        Parameters
+        ----------
+        key : int, str, or list of them
+            The key(s).
+        out : RowSparseArray, or lists as in :meth:`pull`
+            Receives the rows (and holds no others afterwards).
+        priority : int, default 0
+            Accepted for MXNet compatibility.
+        row_ids : array of int, or a list of them (one per ``out`` array)
+            Rows wanted, any order, repeats allowed.
 
         Raises
         ------
-        MXNetError
-            Always (after checking the key type, as MXNet does).
+        ValueError
+            A row id outside the table, or no ``row_ids`` (before anything is copied).
+        TypeError
+            An ``out`` array that is not row_sparse.
         """
-        self._check_keys(key, "row_sparse_pull")
-        raise MXNetError("row_sparse_pull: raymod's kvstores hold dense arrays only; "
-                         "sparse storage ('row_sparse') is not supported, use pull")
+        if out is None or row_ids is None:
+            raise ValueError("row_sparse_pull needs out= (row_sparse arrays) and row_ids=")
+        pairs = self._grouped(key, out, "row_sparse_pull")
+        outs = [(k, o) for k, group in pairs.items() for o in group]
+        ids = row_ids if isinstance(row_ids, (list, tuple)) else [row_ids] * len(outs)
+        if len(ids) != len(outs):
+            raise ValueError(f"row_sparse_pull: {len(ids)} row_ids for {len(outs)} out arrays")
+        plan = []
+        for (k, o), wanted in zip(outs, ids):  # every check before any copy
+            if not isinstance(o, RowSparseArray):
+                raise TypeError(f"row_sparse_pull: out for key {k!r} must be a row_sparse "
+                                f"array, got {stype_of(o)} storage (use pull)")
+            stored = self._stored(k, [o], "row_sparse_pull")
+            plan.append((o, stored, checked_row_ids(wanted, stored.shape[0], k)))
+        for o, stored, wanted in plan:
+            o[:] = rows_of(stored, wanted)
 
     # ---- optimizer and compression -------------------------------------------------------
 
@@ -333,7 +369,10 @@ class LocalKVStore(KVStoreBase):
     # ---- helpers -------------------------------------------------------------------------
 
     def _owned(self, value: Any) -> Any:
-        """A copy of ``value`` for the store: on the host, or on its device for 'device'."""
+        """A copy of ``value`` for the store: on the host, or on its device for 'device'.
+        A row_sparse value is stored as its dense table."""
+        if is_sparse(value):
+            value = value.todense()
         if isinstance(value, np.ndarray):
             return value.copy()
         if not self._on_device:
@@ -351,6 +390,18 @@ class LocalKVStore(KVStoreBase):
                 raise MXNetError(f"{what}: key {key!r} holds shape {stored.shape}, got an "
                                  f"array of shape {a.shape}")
         return stored
+
+    def _push_rows(self, key: Any, values: list, stored: Any) -> None:
+        """A push with row_sparse values: summed by rows; the updater (a lazy update) or
+        the assignment touches only the rows pushed."""
+        check_sparse_push(key, values, self._compression)
+        total = summed(values)
+        if self._updater is not None:
+            self._updater(key, total, stored)
+        elif isinstance(total, RowSparseArray):
+            assign_rows(stored, total)
+        else:
+            stored[...] = total
 
     def _merged(self, key: Any, values: list, stored: Any) -> Any:
         """The sum of ``values`` on ``stored``'s device (current), for the updater; one value

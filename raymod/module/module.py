@@ -19,12 +19,13 @@ import numpy as np
 from .. import checkpoint as _ckpt
 from .. import optimizer as opt
 from ..array_view import show
-from ..base import MXNetError, check_input_dtype
+from ..base import MXNetError, check_input_dtype, names_list
 from ..context import Context, as_numpy, cpu
 from ..initializer import InitDesc, Uniform
 from ..io import DataDesc
 from ..model import _check_kvstore_arg
 from ..ndarray_io import atomic_write
+from ..sparse import stype_of
 from ..parallel import ExecutorGroup
 from ..parallel.executor_group import check_batch_dtypes
 from ..symbol import Symbol
@@ -358,8 +359,14 @@ class Module(BaseModule):
         return type(self).set_params is Module.set_params and self._placement.params_agree(self)
 
     def _sync_params_from_devices(self) -> None:
-        """Refresh the host parameter dicts from the devices (device average)."""
+        """Refresh the host parameter dicts from the devices (device average); a row_sparse
+        table the kvstore updates is read from the kvstore, the devices holding only the
+        rows last pulled."""
         self._exec_group.get_params(self._arg_params, self._aux_params)
+        if self._kvstore and self._update_on_kvstore:
+            for name, arrays in zip(self._exec_group.param_names, self._exec_group.param_arrays):
+                if stype_of(arrays[0]) == "row_sparse":
+                    self._kvstore.pull(name, out=self._arg_params[name], ignore_sparse=False)
         self._params_dirty = False
 
     # ---- binding ----------------------------------------------------------------------------
@@ -882,19 +889,50 @@ class Module(BaseModule):
         self._exec_group.install_monitor(mon)
 
     def prepare(self, data_batch: Any, sparse_row_id_fn: Any = None) -> None:
-        """Get ready for a batch; raymod's dense parameters need nothing.
+        """Get ready for a batch: pull the rows of row_sparse parameters it needs.
+
+        When the kvstore runs the optimizer, the devices' copies of a row_sparse table hold
+        only the rows last pulled; ``sparse_row_id_fn(data_batch)`` names the rows the next
+        batch reads, and only those are pulled.
 
         Parameters
         ----------
-        data_batch : DataBatch
-            The next batch.
+        data_batch : DataBatch or None
+            The next batch (None: whatever the function pulls without one, e.g. all rows).
         sparse_row_id_fn : callable, optional
-            For row_sparse parameters in MXNet; raymod warns that it is unused.
+            ``data_batch -> {parameter name: row ids}``.
+
+        Raises
+        ------
+        TypeError, ValueError
+            The function returned no dict, a name that is not a parameter, or a row id
+            outside its table (checked before any row is pulled).
         """
         self._require(Stage.BOUND, "prepare")
-        if sparse_row_id_fn is not None:
-            warnings.warn(UserWarning("sparse_row_id_fn is ignored: raymod parameters are "
-                                      "dense, nothing is pulled row by row"))
+        if sparse_row_id_fn is None:
+            return
+        if not self._kvstore or not self._update_on_kvstore:
+            warnings.warn(UserWarning("parameters are not updated on a kvstore: every row is "
+                                      "on the devices, sparse_row_id_fn is not needed"))
+            return
+        row_ids = sparse_row_id_fn(data_batch)
+        names = self._exec_group.param_names
+        if not isinstance(row_ids, dict):
+            raise TypeError(f"sparse_row_id_fn must return a dict of parameter name to row "
+                            f"ids, got {type(row_ids).__name__}")
+        unknown = [n for n in row_ids if n not in names]
+        if unknown:
+            raise ValueError(f"sparse_row_id_fn returned {names_list(unknown)}, which the "
+                             f"network's parameters ({', '.join(names)}) do not include")
+        pulls = {}
+        for name, ids in row_ids.items():
+            arrays = self._exec_group.param_arrays[names.index(name)]
+            if stype_of(arrays[0]) != "row_sparse":
+                warnings.warn(UserWarning(f"sparse_row_id_fn names {name!r}, which is not "
+                                          "row_sparse: it is pulled whole at every update"))
+                continue
+            pulls[name] = (arrays, ids)
+        self._placement.pull_rows(self, pulls)
 
 
 def _check_desc_dtypes(data_descs: list, label_descs: list | None) -> None:

@@ -198,6 +198,15 @@ class InProcess(Placement):
                            num_device=len(mod._context), kvstore=mod._kvstore,
                            param_names=group.param_names)
 
+    def pull_rows(self, mod: Any, pulls: dict) -> None:
+        """``{name: (device arrays, row ids)}``: each device copy gets those rows of the
+        kvstore's table (every check before any copy)."""
+        kv = mod._kvstore
+        names = mod._exec_group.param_names
+        order = sorted(pulls, key=names.index)
+        kv.row_sparse_pull(order, out=[pulls[n][0] for n in order],
+                           row_ids=[pulls[n][1] for n in order for _ in pulls[n][0]])
+
     def updater_states(self, mod: Any) -> bytes:
         return mod._updater.get_states()
 

@@ -238,6 +238,18 @@ class Op:
         return ([first] * len(in_types), [first] * len(out_types),
                 [first] * len(self.list_auxiliary_states()))
 
+    def takes_sparse(self, in_stypes: list[str]) -> bool:
+        """True when forward and backward compute on inputs stored as ``in_stypes`` as they
+        are; otherwise the executor hands them their sparse inputs (and sparse output
+        gradients) densified, as MXNet's storage fallback does."""
+        return False
+
+    def infer_storage(self, in_stypes: list[str]) -> tuple[list[str], list[str]]:
+        """Storage types of the outputs, and of the inputs' gradients, for inputs stored as
+        ``in_stypes`` (``'default'``, ``'csr'``, ``'row_sparse'``). Dense unless an op
+        that computes on sparse values says otherwise."""
+        return (["default"] * len(self.list_outputs()), ["default"] * len(in_stypes))
+
     # --- compute ---------------------------------------------------------------------------
     def forward(self, xp, inputs: list, aux: list, is_train: bool) -> tuple[list, Any]:
         raise NotImplementedError

@@ -9,6 +9,7 @@ import numpy as np
 from ..array_view import show
 from ..base import NUMERIC_KINDS, MXNetError, as_logger, check_input_dtype
 from ..context import Context, as_numpy
+from ..sparse import cast_storage, is_sparse
 from ..symbol.symbol import Symbol
 from .slicing import batch_axis, split_input_slice, take_slice
 
@@ -230,9 +231,9 @@ class DataParallelExecutorGroup:
         for names, blocks, target in ((self.param_names, self.param_arrays, arg_params),
                                       (self.aux_names, self.aux_arrays, aux_params)):
             for name, block in zip(names, blocks):
-                mean = as_numpy(block[0]).astype(np.float64) if len(block) > 1 else as_numpy(block[0])
+                mean = _host(block[0]).astype(np.float64) if len(block) > 1 else _host(block[0])
                 for other in block[1:]:
-                    mean = mean + as_numpy(other)
+                    mean = mean + _host(other)
                 if len(block) > 1:
                     mean = mean / len(block)
                 if name in target:
@@ -393,10 +394,17 @@ def _per_context(group2ctxs, n: int) -> list:
 def _owns_memory(array) -> bool:
     """Whether ``array`` holds its own memory; an NDArray view of an array that does counts
     as that array (it is how user code sees it under the compatibility layer)."""
+    if is_sparse(array):
+        return True
     base = array.base
     if base is not None and type(base) is not type(array) and base.shape == array.shape:
         base = base.base
     return base is None
+
+
+def _host(array) -> np.ndarray:
+    """A dense host copy (or view) of a device copy of a parameter."""
+    return as_numpy(array.todense() if is_sparse(array) else array)
 
 
 def _xp(array):
@@ -404,7 +412,13 @@ def _xp(array):
 
 
 def _to_device(like, array):
-    """``array`` moved to the array module and device of ``like``."""
+    """``array`` moved to the array module and device of ``like`` (into ``like``'s storage
+    when that is sparse)."""
+    if is_sparse(like):
+        return array if is_sparse(array) else cast_storage(_to_device(like.data, array),
+                                                           like.stype)
+    if is_sparse(array):
+        array = array.todense()
     if isinstance(like, np.ndarray):
         return as_numpy(array)
     cupy = __import__("cupy")

@@ -44,6 +44,11 @@ class SparseBase:
         return int(np.prod(self.shape))
 
     @property
+    def nbytes(self) -> int:
+        """Bytes held: the stored values and their index arrays."""
+        return sum(int(a.nbytes) for a in self._parts())
+
+    @property
     def xp(self) -> types.ModuleType:
         return module_of(self.data)
 

@@ -107,6 +107,9 @@ class CSRArray(SparseBase):
     def dtype(self) -> np.dtype:
         return self.data.dtype
 
+    def _parts(self) -> tuple:
+        return (self.data, self.indices, self.indptr)
+
     @property
     def nnz(self) -> int:
         return int(self.data.shape[0])

@@ -89,6 +89,17 @@ class RowSparseArray(SparseBase):
     def dtype(self) -> np.dtype:
         return self.data.dtype
 
+    def _parts(self) -> tuple:
+        return (self.data, self.indices)
+
+    def table(self):
+        """The dense array of every row, when every row is held (the executor's copy of a
+        parameter in one process); ValueError otherwise."""
+        if not self.is_full:
+            raise ValueError(f"this row_sparse array of shape {self.shape} holds "
+                             f"{self.indices.shape[0]} of its rows only (pull them all first)")
+        return self.data
+
     @property
     def is_full(self) -> bool:
         """Every row is held (``data`` is the dense array)."""

@@ -8,6 +8,7 @@ import numpy as np
 from ..base import MXNetError, names_list
 from ..ops.base import CODE_OF_DTYPE, OPS, Op, format_attr
 from . import naming
+from .storage import STYPE_CODES, check_stype
 
 
 class Node:
@@ -371,6 +372,10 @@ class Symbol:
             How gradients are stored, per argument or for all.
         type_dict : dict of str to dtype, optional
             Dtypes of inputs; others are inferred (float32 by default).
+        stype_dict : dict of str to str, optional
+            Storage types of inputs (``'csr'``, ``'row_sparse'``); others take their
+            variable's ``stype`` (dense by default). A sparse argument is bound as an empty
+            holder that ``arr[:] = value`` fills.
         shared_exec : Executor, optional
             Reuse this executor's arrays for arguments of the same name and shape.
         **kwargs
@@ -380,7 +385,7 @@ class Symbol:
         return Executor.simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict,
                                    shared_arg_names=shared_arg_names, shared_exec=shared_exec,
                                    shared_buffer=shared_buffer, shapes=kwargs,
-                                   group2ctx=group2ctx)
+                                   group2ctx=group2ctx, stype_dict=stype_dict)
 
     def bind(self, ctx, args, args_grad=None, grad_req="write", aux_states=None,
              group2ctx=None, shared_exec=None):
@@ -426,6 +431,9 @@ def Variable(name: str, attr: dict | None = None, shape: Sequence[int] | None = 
         The dtype, as a hint for type inference.
     init : Initializer, optional
         Initializer for this variable; wins over the one given to ``init_params``.
+    stype : {'default', 'csr', 'row_sparse'}, optional
+        Storage type: ``'csr'`` for sparse data batches, ``'row_sparse'`` for tables whose
+        gradients and pulls hold only the rows a batch touches (see :mod:`raymod.sparse`).
     """
     if not isinstance(name, str):
         raise TypeError(f"Variable name must be a str, got {type(name).__name__}")
@@ -442,8 +450,8 @@ def Variable(name: str, attr: dict | None = None, shape: Sequence[int] | None = 
         attrs["__dtype__"] = str(CODE_OF_DTYPE[np.dtype(dtype)])
     if init is not None:
         attrs["__init__"] = init if isinstance(init, str) else init.dumps()
-    if stype is not None and stype != "default":
-        raise MXNetError(f"Variable {name!r}: raymod supports dense storage only, got stype={stype!r}")
+    if stype is not None:
+        attrs["__storage_type__"] = str(STYPE_CODES[check_stype(stype, f"Variable {name!r}: stype")])
     for key, value in kwargs.items():
         if not (key.startswith("__") and key.endswith("__")):
             raise ValueError(f"Variable {name!r}: unknown argument {key!r} (extra attributes "

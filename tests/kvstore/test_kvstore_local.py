@@ -209,9 +209,9 @@ def test_mixed_keys_in_one_call():
         kv.create().init([3, "a"], [_ones(), _ones()])
 
 
-def test_row_sparse_pull_is_not_supported(store):
+def test_row_sparse_pull_refuses_a_dense_out(store):
     store.init(3, _ones())
-    with pytest.raises(MXNetError, match="sparse storage"):
+    with pytest.raises(TypeError, match="out for key 3 must be a row_sparse array"):
         store.row_sparse_pull(3, out=_ones(), row_ids=np.arange(2))
 
 

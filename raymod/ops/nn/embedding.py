@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...base import AttributeValueError
+from ...sparse import RowSparseArray
+from ...sparse.kernels import scatter_rows
 from ..base import Op, Param, merge_shape
 
 
@@ -13,9 +15,11 @@ class Embedding(Op):
     ``data`` holds indices of any shape, as integers or floats (truncated to integers, then
     clipped to ``[0, input_dim - 1]`` as MXNet does). ``weight`` is (input_dim, output_dim);
     the output has ``data.shape + (output_dim,)`` and the weight's dtype (``dtype`` when the
-    weight's is not given). ``data`` takes no gradient; the weight gradient is a dense
-    scatter-add of the output gradient rows (``sparse_grad`` is accepted, the gradient stays
-    dense). Backward keeps the clipped indices.
+    weight's is not given). ``data`` takes no gradient. The weight gradient is the output
+    gradient rows summed into the rows they were looked up from: dense, or with
+    ``sparse_grad=True`` (or a row_sparse weight) a row_sparse array of only the rows looked
+    up. A row_sparse weight holding some rows only (the rows a worker pulled) gives zeros for
+    the others. Backward keeps the clipped indices.
     """
 
     name = "Embedding"
@@ -42,6 +46,13 @@ class Embedding(Op):
         weight = in_types[1] or out_types[0] or np.dtype(self.dtype)
         return [in_types[0], weight], [weight], []
 
+    def takes_sparse(self, in_stypes):
+        return in_stypes[0] == "default" and in_stypes[1] == "row_sparse"
+
+    def infer_storage(self, in_stypes):
+        sparse = self.sparse_grad or in_stypes[1] == "row_sparse"
+        return ["default"], ["default", "row_sparse" if sparse else "default"]
+
     def _indices(self, xp, data):
         # in place, not clip(): numpy's clip costs 3x the three calls at a batch's indices
         indices = data.astype(xp.int64)
@@ -52,15 +63,31 @@ class Embedding(Op):
     def forward(self, xp, inputs, aux, is_train):
         data, weight = inputs
         indices = self._indices(xp, data)
-        return [weight[indices]], indices
+        if isinstance(weight, RowSparseArray):
+            return [weight.take(indices)], (indices, True)
+        return [weight[indices]], (indices, self.sparse_grad)
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
         if not need_grad[1]:
             return [None, None]
+        indices, sparse = saved
         d = self.output_dim
         g = out_grads[0].reshape(-1, d)
+        if sparse:
+            return [None, scatter_rows(xp, indices, g, (self.input_dim, d))]
         # flat 1-D add.at: numpy's fast path, and one atomic kernel on CuPy
-        flat = (saved.reshape(-1, 1) * d + xp.arange(d)).reshape(-1)
+        flat = (indices.reshape(-1, 1) * d + xp.arange(d)).reshape(-1)
         grad = xp.zeros(self.input_dim * d, g.dtype)
         xp.add.at(grad, flat, g.reshape(-1))
         return [None, grad.reshape(self.input_dim, d)]
+
+
+class SparseEmbedding(Embedding):
+    """``_contrib_SparseEmbedding``: :class:`Embedding` whose weight gradient is always
+    row_sparse (MXNet's deprecated spelling of ``Embedding(sparse_grad=True)``)."""
+
+    name = "_contrib_SparseEmbedding"
+
+    def check(self) -> None:
+        super().check()
+        self.sparse_grad = True

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from ...base import ShapeError
+from ...sparse import CSRArray, RowSparseArray
+from ...sparse.kernels import csr_t_times, csr_times
 from ..base import Op, Param, merge_shape
 
 _ARGS = {"transpose_a": Param("bool", False), "transpose_b": Param("bool", False),
@@ -13,14 +15,31 @@ class Dot(Op):
 
     ``transpose_a`` contracts the first axis of ``lhs`` instead, ``transpose_b`` the last axis
     of ``rhs``. Output: the remaining lhs axes then the remaining rhs axes; two 1-d inputs give
-    shape (1,). ``forward_stype`` is accepted and ignored (dense only). Backward keeps both
-    inputs.
+    shape (1,). Backward keeps both inputs.
+
+    Sparse operands, as MXNet: ``dot(csr, rhs)`` with a dense or row_sparse ``rhs`` is dense
+    and gives ``rhs`` a row_sparse gradient (the rows of the csr's columns: only the features
+    a batch holds); ``dot(csr, rhs, transpose_a=True)`` is row_sparse. A csr operand takes no
+    gradient. Other sparse combinations compute densely. ``forward_stype`` is accepted; the
+    output's storage follows from the operands'.
     """
 
     name = "dot"
     inputs = ("lhs", "rhs")
     params = _ARGS
     retain_inputs = (0, 1)
+
+    def takes_sparse(self, in_stypes):
+        lhs, rhs = in_stypes
+        return lhs == "csr" and not self.transpose_b and (
+            rhs == "default" or (rhs == "row_sparse" and not self.transpose_a))
+
+    def infer_storage(self, in_stypes):
+        if not self.takes_sparse(in_stypes):
+            return super().infer_storage(in_stypes)
+        if self.transpose_a:
+            return ["row_sparse"], ["default", "default"]
+        return ["default"], ["default", "row_sparse"]
 
     def _axes(self, lnd: int, rnd: int) -> tuple[int, int]:
         return (0 if self.transpose_a else lnd - 1), (rnd - 1 if self.transpose_b else 0)
@@ -43,12 +62,24 @@ class Dot(Op):
 
     def forward(self, xp, inputs, aux, is_train):
         a, b = inputs
+        if isinstance(a, CSRArray):
+            if self.transpose_a:
+                return [csr_t_times(a, b, a.shape[1])], None
+            return [xp.asarray(csr_times(a, b)).astype(b.dtype, copy=False)], None
         la, ra = self._axes(a.ndim, b.ndim)
         y = xp.tensordot(a, b, axes=([la], [ra]))
         return [y.reshape(1) if y.ndim == 0 else y], None
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
         a, b = inputs
+        if isinstance(a, CSRArray):
+            g = out_grads[0]
+            if isinstance(g, RowSparseArray):
+                g = g.todense()
+            if self.transpose_a:  # y = a.T @ b: gb = a @ g
+                return [None, csr_times(a, g).astype(b.dtype, copy=False) if need_grad[1]
+                        else None]
+            return [None, csr_t_times(a, g, b.shape[0]) if need_grad[1] else None]
         la, ra = self._axes(a.ndim, b.ndim)
         na, nb = a.ndim - 1, b.ndim - 1  # free axes of each side
         g = out_grads[0].reshape(a.shape[:la] + a.shape[la + 1:] + b.shape[:ra] + b.shape[ra + 1:])

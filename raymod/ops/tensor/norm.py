@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ...base import AttributeValueError
+from ...sparse import RowSparseArray
 from ..base import Param
 from ._checks import dtype_choice
 from .reduce import _Reduce
@@ -12,20 +13,56 @@ NORM_DTYPES = ("float16", "float32", "float64", "int32", "int64", "int8")
 class SquareSum(_Reduce):
     """Sum of squares over ``axis`` (``axis``, ``keepdims`` and ``exclude`` as ``sum``).
 
-    MXNet 1.9.1 registers this op for row-sparse inputs only; raymod computes it on dense
-    arrays. Backward keeps the input (the gradient is ``2 * data * head``).
+    MXNet 1.9.1 registers it for a 2-d row_sparse ``data`` (a factor table), where the result
+    of ``axis=1, keepdims=True`` is row_sparse too (one value per held row) and the gradient
+    row_sparse (the held rows only); raymod also computes it on dense arrays. Backward keeps
+    the input (the gradient is ``2 * data * head``).
     """
 
     name = "_square_sum"
     retain_inputs = (0,)
 
+    def takes_sparse(self, in_stypes):
+        return in_stypes[0] == "row_sparse" and self.axis in ((0,), (1,), (-1,)) \
+            and not self.exclude
+
+    def infer_storage(self, in_stypes):
+        if not self.takes_sparse(in_stypes):
+            return super().infer_storage(in_stypes)
+        rows = self.axis != (0,) and self.keepdims
+        return ["row_sparse" if rows else "default"], ["row_sparse"]
+
     def reduce(self, xp, x, axes):
         return (x * x).sum(axis=axes)
 
-    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+    def forward(self, xp, inputs, aux, is_train):
         x = inputs[0]
+        if not isinstance(x, RowSparseArray):
+            return super().forward(xp, inputs, aux, is_train)
+        if self.axis == (0,):  # rows not held add nothing
+            return [self.reduce(xp, x.data, (0,)).reshape(self._out_shape(x.shape))], None
+        per_row = self.reduce(xp, x.data, (1,))
+        if self.keepdims:
+            return [RowSparseArray(per_row.reshape(-1, 1), x.indices, (x.shape[0], 1),
+                                   check=False)], None
+        out = xp.zeros(x.shape[0], x.dtype)
+        out[x.indices] = per_row
+        return [out], None
+
+    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        x, g = inputs[0], out_grads[0]
+        if isinstance(x, RowSparseArray):  # only the held rows have a gradient
+            if self.axis == (0,):
+                rows = g.reshape(1, -1)
+            elif isinstance(g, RowSparseArray):
+                rows = g.take(x.indices).reshape(-1, 1)
+            else:
+                rows = g.reshape(-1)[x.indices].reshape(-1, 1)
+            return [RowSparseArray(2 * x.data * rows, x.indices, x.shape, check=False)]
+        if isinstance(g, RowSparseArray):
+            g = g.todense()
         axes = self.reduced_axes(x.ndim)
-        return [2 * x * self._expand(out_grads[0], x.shape, axes)]
+        return [2 * x * self._expand(g, x.shape, axes)]
 
 
 class Norm(_Reduce):

@@ -3,18 +3,35 @@ tanh, relu, rsqrt, log1p, expm1, sin, cos, and the zero-gradient sign and roundi
 Each op says whether backward reads its input or its output."""
 from __future__ import annotations
 
+from ...sparse import CSRArray
 from ..base import ElementwiseOp
 from ..nn._relu import relu
 
 
 class _Unary(ElementwiseOp):
     params = {}
+    # f(0) == 0: applied to a csr input's stored values only, the result stays csr (MXNet's
+    # sparse unary ops); a csr input is data and takes no gradient
+    keeps_zero = False
+
+    def takes_sparse(self, in_stypes):
+        return self.keeps_zero and in_stypes[0] == "csr"
+
+    def infer_storage(self, in_stypes):
+        if self.takes_sparse(in_stypes):
+            return ["csr"], ["default"]
+        return super().infer_storage(in_stypes)
 
     def forward(self, xp, inputs, aux, is_train):
         x = inputs[0]
+        if isinstance(x, CSRArray):
+            return [CSRArray(self.f(xp, x.data).astype(x.dtype, copy=False), x.indices,
+                             x.indptr, x.shape, check=False)], None
         return [self.f(xp, x).astype(x.dtype, copy=False)], None
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        if isinstance(inputs[0], CSRArray) or isinstance(outputs[0], CSRArray):
+            return [None]
         return [self.df(xp, out_grads[0], inputs[0], outputs[0])]
 
 
@@ -40,6 +57,7 @@ class Sqrt(_Unary):
     """Square root. Backward keeps the output."""
 
     name = "sqrt"
+    keeps_zero = True
     retain_outputs = (0,)
     f = staticmethod(lambda xp, x: xp.sqrt(x))
     df = staticmethod(lambda xp, g, x, y: g / (2 * y))
@@ -49,6 +67,7 @@ class Square(_Unary):
     """``data ** 2``. Backward keeps the input."""
 
     name = "square"
+    keeps_zero = True
     retain_inputs = (0,)
     f = staticmethod(lambda xp, x: x * x)
     df = staticmethod(lambda xp, g, x, y: 2 * g * x)
@@ -58,6 +77,7 @@ class Abs(_Unary):
     """Absolute value; the gradient at 0 is 0 (``sign``). Backward keeps the input."""
 
     name = "abs"
+    keeps_zero = True
     retain_inputs = (0,)
     f = staticmethod(lambda xp, x: xp.abs(x))
     df = staticmethod(lambda xp, g, x, y: g * xp.sign(x))
@@ -67,6 +87,7 @@ class Negative(_Unary):
     """``-data``. Backward keeps nothing."""
 
     name = "negative"
+    keeps_zero = True
     f = staticmethod(lambda xp, x: -x)
     df = staticmethod(lambda xp, g, x, y: -g)
 
@@ -93,6 +114,7 @@ class Tanh(_Unary):
     """Hyperbolic tangent. Backward keeps the output."""
 
     name = "tanh"
+    keeps_zero = True
     retain_outputs = (0,)
     f = staticmethod(lambda xp, x: xp.tanh(x))
     df = staticmethod(lambda xp, g, x, y: g * (1 - y * y))
@@ -102,6 +124,7 @@ class Relu(_Unary):
     """``max(data, 0)``; the gradient at 0 is 0. Backward keeps the output."""
 
     name = "relu"
+    keeps_zero = True
     retain_outputs = (0,)
     f = staticmethod(relu)
     df = staticmethod(lambda xp, g, x, y: g * (y > 0))
@@ -120,6 +143,7 @@ class Log1p(_Unary):
     """``log(1 + data)``, accurate near 0. Backward keeps the input."""
 
     name = "log1p"
+    keeps_zero = True
     retain_inputs = (0,)
     f = staticmethod(lambda xp, x: xp.log1p(x))
     df = staticmethod(lambda xp, g, x, y: g / (1 + x))
@@ -129,6 +153,7 @@ class Expm1(_Unary):
     """``exp(data) - 1``, accurate near 0. Backward keeps the output (d/dx = y + 1)."""
 
     name = "expm1"
+    keeps_zero = True
     retain_outputs = (0,)
     f = staticmethod(lambda xp, x: xp.expm1(x))
     df = staticmethod(lambda xp, g, x, y: g * (y + 1))
@@ -138,6 +163,7 @@ class Sin(_Unary):
     """Sine. Backward keeps the input."""
 
     name = "sin"
+    keeps_zero = True
     retain_inputs = (0,)
     f = staticmethod(lambda xp, x: xp.sin(x))
     df = staticmethod(lambda xp, g, x, y: g * xp.cos(x))
@@ -154,6 +180,7 @@ class Cos(_Unary):
 
 class _Piecewise(_Unary):
     """Piecewise-constant ops: the gradient is zero everywhere (as MXNet defines it)."""
+    keeps_zero = True  # sign and the roundings keep 0
 
     df = staticmethod(lambda xp, g, x, y: xp.zeros_like(g))
 
