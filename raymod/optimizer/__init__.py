@@ -2,7 +2,9 @@
 
 Every optimizer updates numpy or CuPy weights in place. Names are registered
 case-insensitively; :func:`register` adds your own subclass, which needs only
-``create_state(index, weight)`` and ``update(index, weight, grad, state)``.
+``create_state(index, weight)`` and ``update(index, weight, grad, state)``. Gradients may be
+:class:`~raymod.sparse.RowSparseArray`: SGD and Adam (``lazy_update``), AdaGrad and Ftrl then
+update only the gradient's rows, as MXNet's lazy/sparse updates; the others update densely.
 """
 from .adam import FTML, Adam, Adamax, Nadam
 from .adaptive import AdaDelta, AdaGrad, Ftrl, RMSProp

@@ -32,6 +32,12 @@ class Adam(Optimizer):
     ``m = beta1*m + (1-beta1)*gg``, ``v = beta2*v + (1-beta2)*gg**2``, then
     ``w -= lr * sqrt(1 - beta2**t) / (1 - beta1**t) * m / (sqrt(v) + epsilon)``.
 
+    With a row_sparse gradient and ``lazy_update`` (MXNet's lazy update), this applies to the
+    gradient's rows only: the other rows of ``w``, ``m`` and ``v`` keep their values. ``t``
+    counts the updates of the whole weight, so the bias correction is the dense path's. With
+    ``lazy_update=False`` the update is the dense one with zeros for the missing rows (their
+    ``gg`` is then ``clip(wd * w)``, and ``m``, ``v`` decay there too).
+
     Parameters
     ----------
     learning_rate : float, optional
@@ -43,7 +49,8 @@ class Adam(Optimizer):
     epsilon : float, default 1e-8
         Added to the denominator for stability.
     lazy_update : bool, default True
-        Accepted for MXNet compatibility; gradients here are dense.
+        Update only the rows a row_sparse gradient holds (dense gradients update every row
+        either way).
     **kwargs
         Passed to :class:`Optimizer`.
     """
@@ -64,6 +71,9 @@ class Adam(Optimizer):
     def create_state(self, index: Any, weight: Any) -> tuple:
         """``(mean, variance)``, zeros like ``weight``."""
         return _two_zeros(weight)
+
+    def _lazy_rows(self, index: Any) -> bool:
+        return self.lazy_update
 
     def _update_one(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         xp = get_array_module(weight)

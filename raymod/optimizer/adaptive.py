@@ -19,6 +19,11 @@ class AdaGrad(Optimizer):
 
     ``h += g'**2``, then ``w -= lr * (g' / sqrt(h + eps) + wd*w)``.
 
+    A row_sparse gradient updates only its rows of ``w`` and ``h`` (MXNet's sparse
+    ``adagrad_update``), which without weight decay is exactly the dense update with zeros
+    for the missing rows. That kernel takes no weight decay, so a row_sparse gradient for a
+    parameter whose ``wd`` (times its ``wd_mult``) is not 0 raises a ValueError.
+
     Parameters
     ----------
     eps : float, default 1e-7
@@ -38,6 +43,15 @@ class AdaGrad(Optimizer):
     def create_state(self, index: Any, weight: Any) -> Any:
         """The running sum of squared gradients, zeros like ``weight``."""
         return get_array_module(weight).zeros_like(weight)
+
+    def _lazy_rows(self, index: Any) -> bool:
+        wd = self._get_wd(index)
+        if wd:  # MXNet 1.9.1's sparse adagrad_update refuses wd != 0 (no rule to follow)
+            raise ValueError(f"AdaGrad: a row_sparse gradient cannot be used with weight decay "
+                             f"(wd={wd} for index {index!r}), as in MXNet's sparse "
+                             "adagrad_update; set wd (or this parameter's wd_mult) to 0, or "
+                             "give a dense gradient")
+        return True
 
     def _update_one(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         xp = get_array_module(weight)
@@ -196,6 +210,12 @@ class Ftrl(Optimizer):
     ``w = (sign(z)*lamda1 - z) / ((beta + sqrt(n)) / lr + wd)`` where ``|z| > lamda1``,
     else 0.
 
+    A row_sparse gradient updates only its rows of ``w``, ``z`` and ``n`` (MXNet's sparse
+    ``ftrl_update``); the other rows keep their values. The dense rule would instead recompute
+    every row of ``w`` from ``z`` and ``n``, setting rows never pushed to 0. (MXNet runs that
+    sparse kernel when weight and states are row_sparse, as its Ftrl creates the states for a
+    row_sparse weight; raymod's weights are dense, and get the same rows-only update.)
+
     Parameters
     ----------
     lamda1 : float, default 0.01
@@ -221,6 +241,9 @@ class Ftrl(Optimizer):
         """``(z, n)``, zeros like ``weight``."""
         xp = get_array_module(weight)
         return xp.zeros_like(weight), xp.zeros_like(weight)
+
+    def _lazy_rows(self, index: Any) -> bool:
+        return True
 
     def _update_one(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         xp = get_array_module(weight)

@@ -3,6 +3,11 @@
 An optimizer implements ``create_state(index, weight)`` and ``update(index, weight, grad,
 state)``; updates change ``weight`` and the state arrays in place, since executors hold those
 very arrays. Arrays are numpy or CuPy; the array module is read off the weight.
+
+Gradients may also be :class:`~raymod.sparse.RowSparseArray` (weights and states stay dense).
+An optimizer whose :meth:`Optimizer._lazy_rows` says so updates only the gradient's rows
+(MXNet's lazy / sparse updates, see :mod:`raymod.optimizer.rows`); every other one runs its
+dense rule on ``grad.todense()``, which is what MXNet's dense-only update ops do too.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from ..base import check_int, check_real
 from ..lr_scheduler import _REGISTRY as _LR_REGISTRY
 from ..lr_scheduler import LRScheduler
 from ..registry import Registry
+from .rows import Rule, densify, is_row_sparse, update_rows
 
 __all__ = ["Optimizer", "register", "create", "get_array_module"]
 
@@ -418,8 +424,11 @@ class Optimizer:
             states) update each in turn.
         weight : ndarray or list of ndarray
             The parameter, changed in place.
-        grad : ndarray or list of ndarray
+        grad : ndarray, RowSparseArray, or list of them
             Its gradient (a sum over the batch; ``rescale_grad`` normalises it). Not modified.
+            A row_sparse gradient updates only its rows where the optimizer does lazy or
+            sparse updates (see :meth:`_lazy_rows`), else the dense rule runs on
+            ``grad.todense()``. Lists may mix dense and row_sparse gradients.
         state : object or list
             What :meth:`create_state` returned for this weight.
         """
@@ -427,16 +436,22 @@ class Optimizer:
             self._update_many(*self._lists(index, weight, grad, state))
         else:
             self._update_count(index)
-            self._update_one(index, weight, grad, state)
+            self._run(index, weight, grad, state)
 
     def update_multi_precision(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         """Like :meth:`update`, through the float32 master copy for float16 weights.
+
+        A row_sparse gradient of a float16 weight updates the rows of the master copy, and
+        only those rows are copied back into the weight when the update is lazy.
 
         Parameters
         ----------
         index, weight, grad, state
             As in :meth:`update`, with ``state`` from :meth:`create_state_multi_precision`.
         """
+        if type(self)._update_one is Optimizer._update_one:
+            # a subclass with its own update() (MXNet style) is written for dense gradients
+            grad = [densify(g) for g in grad] if isinstance(grad, (list, tuple)) else densify(grad)
         if not self.multi_precision:  # no master copies: lists go to update() whole
             self.update(index, weight, grad, state)
             return
@@ -444,7 +459,10 @@ class Optimizer:
             if w.dtype == np.float16:
                 inner, master = s if self._master_last else s[::-1]
                 self.update(idx, master, g.astype(np.float32), inner)
-                w[...] = master
+                if is_row_sparse(g) and self._lazy_rows(idx):  # other rows did not change
+                    w[g.indices] = master[g.indices]
+                else:
+                    w[...] = master
             else:
                 self.update(idx, w, g, s)
 
@@ -465,16 +483,44 @@ class Optimizer:
         return zip(*Optimizer._lists(index, weight, grad, state))
 
     def _update_many(self, indices: list, weights: list, grads: list, states: list) -> None:
-        """Update several weights, counting each just before its update; optimizers whose
-        rule can share the per-call work (SGD) override this."""
+        """Update several weights, counting each just before its update; SGD overrides this
+        to count the whole list first, as MXNet's multi_sgd_update does."""
         for idx, w, g, s in zip(indices, weights, grads, states):
             self._update_count(idx)
-            self._update_one(idx, w, g, s)
+            self._run(idx, w, g, s)
 
     def _update_one(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
-        """The update rule for one weight; the count is already incremented."""
+        """The update rule for one weight; the count is already incremented.
+
+        ``grad`` is always dense here: :meth:`_run` hands a row_sparse gradient's rows (with
+        the matching rows of ``weight`` and ``state``) or its dense form.
+        """
         raise NotImplementedError(f"{type(self).__name__} must implement update() "
                                   "(or _update_one())")
+
+    def _lazy_rows(self, index: Any) -> bool:
+        """Whether a row_sparse gradient for ``index`` updates only its own rows.
+
+        False here: the dense rule runs on ``grad.todense()``, so weight decay, momentum and
+        the like reach every row, as MXNet's update ops without a sparse kernel do. SGD and
+        Adam return ``lazy_update``; AdaGrad and Ftrl, whose MXNet sparse kernels always
+        touch only the gradient's rows, return True.
+        """
+        return False
+
+    def _run(self, index: Any, weight: Any, grad: Any, state: Any,
+             rule: Rule | None = None) -> None:
+        """Apply ``rule(weight, grad, state)`` (default: :meth:`_update_one` for ``index``)
+        with a dense gradient: as is, on a row_sparse gradient's rows when
+        :meth:`_lazy_rows`, else on its dense form."""
+        if rule is None:
+            rule = functools.partial(self._update_one, index)
+        if not is_row_sparse(grad):
+            rule(weight, grad, state)
+        elif self._lazy_rows(index):
+            update_rows(rule, weight, grad, state)
+        else:
+            rule(weight, grad.todense(), state)
 
     # ---- helpers for subclasses ----------------------------------------------------------
 

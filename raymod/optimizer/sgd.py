@@ -5,6 +5,7 @@ per-parameter rate and decay (multipliers applied).
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 from typing import Any
@@ -28,14 +29,27 @@ class SGD(Optimizer):
     With momentum: ``m = momentum*m - lr*wd*w - lr*g'``, then ``w += m``.
     Weight decay is applied outside the gradient clipping.
 
+    With a row_sparse gradient and ``lazy_update`` (MXNet's lazy update), these formulas
+    apply to the gradient's rows only: the other rows of the weight and the momentum keep
+    their values, so they get neither weight decay nor momentum. With ``lazy_update=False``
+    the update is the dense one with zeros for the rows the gradient lacks.
+
     Parameters
     ----------
     momentum : float, default 0.0
         Momentum coefficient; 0 keeps no state.
     lazy_update : bool, default True
-        Accepted for MXNet compatibility; gradients here are dense, so every row updates.
+        Update only the rows a row_sparse gradient holds (dense gradients update every row
+        either way).
     **kwargs
         Passed to :class:`Optimizer` (``learning_rate`` defaults to 0.01).
+
+    Notes
+    -----
+    MXNet 1.9.1 applies the lazy update to a dense weight too (``sgd_update`` and
+    ``sgd_mom_update`` with dense weight and momentum, row_sparse grad, ``lazy_update=True``).
+    Its multi-precision ops have no sparse kernel and so update densely; here a float16
+    weight's master copy is updated lazily like any other weight.
     """
 
     _master_last = True  # MXNet's multi-precision state: (momentum, master copy)
@@ -57,34 +71,40 @@ class SGD(Optimizer):
             return None
         return get_array_module(weight).zeros_like(weight)
 
+    def _lazy_rows(self, index: Any) -> bool:
+        return self.lazy_update
+
     def _update_one(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
-        self._steps([weight], [grad], [state], [self._get_lr(index)], [self._get_wd(index)])
+        self._step(weight, grad, state, self._get_lr(index), self._get_wd(index))
 
     def _update_many(self, indices: list, weights: list, grads: list, states: list) -> None:
         # as MXNet's multi_sgd_update: count every index, then read all the rates at once
+        # (MXNet reads them so for a list with row_sparse gradients too, then updates one by one)
         self._update_count(indices)
-        self._steps(weights, grads, states, self._get_lrs(indices), self._get_wds(indices))
+        for index, weight, grad, state, lr, wd in zip(indices, weights, grads, states,
+                                                      self._get_lrs(indices),
+                                                      self._get_wds(indices)):
+            rule = functools.partial(self._step, lr=lr, wd=wd)
+            self._run(index, weight, grad, state, rule)
 
-    def _steps(self, weights: list, grads: list, states: list, lrs: list, wds: list) -> None:
-        """Update each weight at its rate and decay; the per-call work is done once."""
-        clipping, rescale, momentum = self._clipping(), self.rescale_grad, self.momentum
-        for weight, grad, state, lr, wd in zip(weights, grads, states, lrs, wds):
-            xp = get_array_module(weight)
-            if clipping:
-                g = self._grad(xp, grad, weight)
-                g *= lr
-            else:  # one pass: lr folded into the rescale (the common, hot case)
-                g = xp.multiply(grad, lr * rescale, dtype=weight.dtype)
-            if state is None:
-                if wd:
-                    weight *= 1.0 - lr * wd
-                weight -= g
-                continue
-            state *= momentum
+    def _step(self, weight: Any, grad: Any, state: Any, lr: float, wd: float) -> None:
+        """Update one weight (or the rows of it a row_sparse gradient holds) in place."""
+        xp = get_array_module(weight)
+        if self._clipping():
+            g = self._grad(xp, grad, weight)
+            g *= lr
+        else:  # one pass: lr folded into the rescale (the common, hot case)
+            g = xp.multiply(grad, lr * self.rescale_grad, dtype=weight.dtype)
+        if state is None:
             if wd:
-                state -= (lr * wd) * weight
-            state -= g
-            weight += state
+                weight *= 1.0 - lr * wd
+            weight -= g
+            return
+        state *= self.momentum
+        if wd:
+            state -= (lr * wd) * weight
+        state -= g
+        weight += state
 
 
 _REGISTRY.register(SGD, name="ccsgd")  # MXNet's deprecated alias

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from .optimizer import Optimizer, any_learning_rate_sign, create
+from .rows import densify
 
 __all__ = ["FULL_GRAD_PREFIX", "full_grad_key", "is_full_grad_key"]
 
@@ -46,7 +47,7 @@ class _AssignmentOptimizer(Optimizer):
     def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         """Assign ``grad`` to ``weight`` (or each pair of equal-length lists)."""
         for _, w, g, _ in self._each(index, weight, grad, state):
-            w[...] = g
+            w[...] = densify(g)  # a row_sparse value assigns zeros to the rows it lacks
 
     def update_multi_precision(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         """Same as :meth:`update`: an assignment needs no float32 master copy."""

@@ -124,8 +124,9 @@ class Updater:
         ----------
         index : int, str, or list of them
             The weights' update indices.
-        grad : ndarray or list of ndarray
-            Gradients, one per index.
+        grad : ndarray, RowSparseArray, or list of them
+            Gradients, one per index; a list may mix dense and row_sparse ones (see
+            :meth:`Optimizer.update`).
         weight : ndarray or list of ndarray
             Weights, updated in place.
         """

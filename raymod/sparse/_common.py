@@ -34,6 +34,9 @@ class SparseBase:
 
     stype = "default"
     __slots__ = ()
+    # numpy operators with a sparse operand defer to its reflected methods (dense + rsp)
+    # instead of converting it through __array__, which refuses
+    __array_ufunc__ = None
 
     @property
     def ndim(self) -> int:
@@ -61,9 +64,12 @@ class SparseBase:
         return self.shape[0]
 
     def astype(self, dtype: Any, copy: bool = True):
-        """The same array with its values as ``dtype``."""
-        out = self.copy() if copy else self
-        out.data = out.data.astype(dtype)
+        """The same array with its values as ``dtype`` (itself when already so and
+        ``copy`` is False); the caller's array is never changed."""
+        if not copy and self.data.dtype == dtype:
+            return self
+        out = self.copy()
+        out.data = out.data.astype(dtype, copy=False)
         return out
 
     def asnumpy(self) -> np.ndarray:

@@ -133,8 +133,9 @@ class RowSparseArray(SparseBase):
         """The rows ``row_ids`` (any shape of ids), dense, zeros for rows not held."""
         pos, held = self.positions(row_ids)
         rows = self.data[pos]
-        if held is not None and not bool(held.all()):
-            rows = rows * held.reshape(held.shape + (1,) * (rows.ndim - held.ndim))
+        if held is not None and not bool(held.all()):  # where, not a product: inf * 0 is nan
+            rows = self.xp.where(held.reshape(held.shape + (1,) * (rows.ndim - held.ndim)),
+                                 rows, 0).astype(rows.dtype, copy=False)
         return rows
 
     def retain(self, row_ids: Any) -> "RowSparseArray":
@@ -194,9 +195,10 @@ def _rebuild(data, indices, shape) -> RowSparseArray:
 def _sum_rows(parts: list, shape: tuple) -> RowSparseArray:
     """The sum of row_sparse arrays, summed in the order given (a fixed order keeps results
     bit-identical however the parts arrived)."""
+    first = parts[0]
     parts = [p for p in parts if p.indices.shape[0]]
     if not parts:
-        return RowSparseArray.empty(shape, np.float32)
+        return RowSparseArray.empty(shape, first.dtype, first.xp)
     if len(parts) == 1:
         return parts[0]
     xp = parts[0].xp
