@@ -145,11 +145,16 @@ def _initialize_kvstore(kvstore: Any, param_arrays: Sequence[list], arg_params: 
         The name of each entry of ``param_arrays`` (its kvstore key).
     update_on_kvstore : bool
         Whether the store runs the optimizer; then the stored value is also broadcast to
-        every device copy, so all devices start from the store's value.
+        every device copy, so all devices start from the store's value (a row_sparse copy
+        gets its rows from ``row_sparse_pull`` instead).
     """
     _check_param_names("_initialize_kvstore", param_names, param_arrays)
     for name, on_devices in zip(param_names, param_arrays):
-        if update_on_kvstore:
+        if update_on_kvstore and isinstance(on_devices[0], RowSparseArray):
+            # a table: the store keeps it (a dist store by row range over its servers); the
+            # devices get the rows each batch needs from Module.prepare's row_sparse_pull
+            kvstore.init(name, RowSparseArray.full(arg_params[name]))
+        elif update_on_kvstore:
             kvstore.broadcast(name, arg_params[name], out=on_devices)
         else:
             kvstore.init(name, arg_params[name])

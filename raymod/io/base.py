@@ -13,6 +13,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..sparse import CSRArray
+
 
 class DataDesc(namedtuple("DataDesc", ["name", "shape"])):
     """Name, shape, type and layout of one input of a batch.
@@ -400,10 +402,13 @@ def contiguous_range(rows: np.ndarray) -> slice | None:
 
 
 def take_rows(arr: Any, rows: np.ndarray) -> Any:
-    """Rows ``rows`` of ``arr`` (numpy, cupy or h5py-like): a view for a contiguous range."""
+    """Rows ``rows`` of ``arr`` (numpy, cupy, csr or h5py-like): a view for a contiguous
+    range."""
     span = contiguous_range(rows)
     if span is not None:
         return arr[span]
+    if isinstance(arr, CSRArray):
+        return arr.take_rows(rows)
     if isinstance(arr, np.ndarray):
         return arr[rows]
     if type(arr).__module__.split(".")[0] == "cupy":
