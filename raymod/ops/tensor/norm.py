@@ -52,10 +52,13 @@ class SquareSum(_Reduce):
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
         x, g = inputs[0], out_grads[0]
         if isinstance(x, RowSparseArray):  # only the held rows have a gradient
-            if self.axis == (0,):
-                rows = g.reshape(1, -1)
-            elif isinstance(g, RowSparseArray):
+            if isinstance(g, RowSparseArray) and self.axis != (0,):
+                # and of those, only the rows the head gradient holds (as MXNet): a lazy
+                # update must not touch the others
+                x = x.retain(g.indices)
                 rows = g.take(x.indices).reshape(-1, 1)
+            elif self.axis == (0,):
+                rows = (g.todense() if isinstance(g, RowSparseArray) else g).reshape(1, -1)
             else:
                 rows = g.reshape(-1)[x.indices].reshape(-1, 1)
             return [RowSparseArray(2 * x.data * rows, x.indices, x.shape, check=False)]
