@@ -7,6 +7,10 @@ servers at once, one call per shard touched. Worker actors of a module push grad
 straight to the servers, tagged ``(step, slice)``; :meth:`DistKVStore.finish_step` then
 closes the step on every shard and keeps the object refs of the published values, which
 the workers read zero-copy at their next step.
+
+A key initialised with a row_sparse value is a table, split by row ranges over the shards
+(see :meth:`ShardLayout.add_table`): a row_sparse push sends each shard only its rows, and
+:meth:`DistKVStore.row_sparse_pull` asks each shard only for its rows.
 """
 from __future__ import annotations
 
@@ -21,9 +25,11 @@ from ..base import MXNetError
 from ..cluster import naming, waits
 from ..context import as_numpy
 from ..optimizer import Optimizer, Updater
+from ..sparse import RowSparseArray, is_sparse, stype_of
 from .base import KVStoreBase, register
 from .compression import GradientCompression
 from .layout import ShardLayout
+from .rows import check_sparse_push, checked_row_ids, summed
 from .server import KVServer, ServerLost
 from .standby import Standbys
 
@@ -75,12 +81,23 @@ class DistKVStore(KVStoreBase):
         replaying the steps since. Costs each step one copy of the summed gradient to the
         standby and the standby's optimizer run (in parallel with the primary's).
 
+    Attributes
+    ----------
+    bytes_pushed, bytes_pulled : int
+        Bytes of table rows (row ids and values) sent to and read from the servers by this
+        driver so far (see :meth:`row_traffic`).
+
     Notes
     -----
     The driver is the only client that calls this API; workers of a module reach the
     servers through the step protocol. ``rank`` is therefore 0, and ``num_workers`` is
     the number of worker actors of the module using the store (1 before one does).
     Connects to (or starts) the Ray cluster with ``rm.cluster.init()``.
+
+    A key initialised with a :class:`~raymod.sparse.RowSparseArray` is a row_sparse table:
+    its rows are split evenly over the shards and kept out of the values workers read. A
+    push of row_sparse gradients updates only their rows (a lazy update); pull rows with
+    :meth:`row_sparse_pull`, or every row with :meth:`pull` into a dense array.
     """
 
     def __init__(self, name: str = "dist_sync", num_servers: int | None = None,
@@ -130,6 +147,7 @@ class DistKVStore(KVStoreBase):
         self._version = 0
         self.num_workers_attached = 1
         self.standbys = Standbys(self) if standby else None
+        self.bytes_pushed = self.bytes_pulled = 0
 
     @classmethod
     def _from_name(cls, name: str) -> "DistKVStore":
@@ -144,10 +162,13 @@ class DistKVStore(KVStoreBase):
         key : int, str, or list of them
         value : ndarray or list of ndarray
         """
-        values = {k: as_numpy(v) for k, v in self._one_value_each(key, value).items()}
+        values = self._one_value_each(key, value)
+        tables = {k: _host_dense(v) for k, v in values.items() if self.layout.is_table(k)
+                  or (k not in self.layout.keys and isinstance(v, RowSparseArray))}
+        values = {k: _host_dense(v) for k, v in values.items() if k not in tables}
         fresh = {k: v for k, v in values.items() if k not in self.layout.keys}
         known = {k: v for k, v in values.items() if k in self.layout.keys}
-        calls = []
+        calls = self._init_tables(tables)
         if fresh:
             added: dict[int, list] = {}
             for k, v in fresh.items():
@@ -162,6 +183,22 @@ class DistKVStore(KVStoreBase):
         self._get(calls)
         self._weights = None
         self.writes += 1
+
+    def _init_tables(self, tables: dict) -> list:
+        """Server calls that create the tables ``{key: dense host value}`` (a known table
+        is overwritten), one per shard holding rows of each."""
+        calls = []
+        for k, dense in tables.items():
+            if k in self.layout.keys:
+                self._check_known(k, [dense], "init")
+                calls += [self.servers[s].write_table.remote(k, dense[lo:hi])
+                          for s, lo, hi in self.layout.table_ranges(k)]
+                continue
+            ranges = self.layout.add_table(k, dense.shape, dense.dtype)
+            index = self.layout.keys[k][2]
+            calls += [self.servers[s].add_table.remote(k, index, lo, hi, dense[lo:hi])
+                      for s, lo, hi in ranges]
+        return calls
 
     def add_correction_keys(self, pairs: dict) -> None:
         """Create ``pairs[k]`` (zeros shaped like key ``k``) as the correction of ``k``:
@@ -201,25 +238,64 @@ class DistKVStore(KVStoreBase):
         """Sum the values of each key, then let the servers apply them now.
 
         With an optimizer (``set_optimizer``) the servers update the stored weights; without
-        one the sum replaces the stored value.
+        one the sum replaces the stored value. Row_sparse values are summed by rows (in the
+        order given); for a table, each shard gets only its rows, and the optimizer updates
+        only those (a lazy update). Every key is checked before any server is called.
         """
-        sums = {}
+        sums, rows = {}, {}
         for k, vals in self._grouped(key, value, "push").items():
             self._check_known(k, vals, "push")
-            arrays = [as_numpy(v) for v in vals]
-            if self._compression is not None:
-                arrays = [as_numpy(self._compression.compress(k, i, a))
-                          for i, a in enumerate(arrays)]
-            total = arrays[0].copy() if len(arrays) == 1 else np.sum(arrays, axis=0,
-                                                                      dtype=arrays[0].dtype)
-            sums[k] = total
-        self._get(self._per_shard("apply_now", sums))
+            check_sparse_push(k, vals, self._compression)
+            total = self._summed(k, vals)
+            if self.layout.is_table(k):
+                rows[k] = total if isinstance(total, RowSparseArray) \
+                    else RowSparseArray.full(total)
+            else:  # a dense key keeps its dense update, whatever the gradient's storage
+                sums[k] = total.todense() if isinstance(total, RowSparseArray) else total
+        calls = [c for k, total in rows.items() for c in self._push_rows(k, total)]
+        self._get(calls + self._per_shard("apply_now", sums))
         self._weights = None
         self.writes += 1
 
+    def _summed(self, key: Any, values: list) -> Any:
+        """The host sum of one key's pushed values: row_sparse when all are (see
+        :func:`~raymod.kvstore.rows.summed`), else dense, compressed first when asked."""
+        if any(is_sparse(v) for v in values):
+            total = summed(values)
+            if isinstance(total, RowSparseArray):
+                return RowSparseArray(as_numpy(total.data), as_numpy(total.indices),
+                                      total.shape, check=False)
+            return as_numpy(total)
+        arrays = [as_numpy(v) for v in values]
+        if self._compression is not None:
+            arrays = [as_numpy(self._compression.compress(key, i, a))
+                      for i, a in enumerate(arrays)]
+        return arrays[0].copy() if len(arrays) == 1 else np.sum(arrays, axis=0,
+                                                                dtype=arrays[0].dtype)
+
+    def _push_rows(self, key: Any, total: RowSparseArray) -> list:
+        """``apply_rows`` calls sending each shard of table ``key`` its rows of ``total``.
+
+        Every shard of the table gets a call, one without rows an empty one (no row bytes):
+        it still counts the update (Adam's bias correction, learning-rate schedules) and,
+        without an updater, zeroes its rows, as an in-process store does for the whole
+        table.
+        """
+        ids, data = total.indices, total.data
+        calls = []
+        for shard, part in self._row_parts(key, ids):
+            self.bytes_pushed += ids[part].nbytes + data[part].nbytes
+            calls.append(self.servers[shard].apply_rows.remote(key, ids[part], data[part]))
+        return calls
+
     def pull(self, key: Any, out: Any = None, priority: int = 0,
              ignore_sparse: bool = True) -> None:
-        """Copy stored values into ``out`` (one array, or a list per key)."""
+        """Copy stored values into ``out`` (one array, or a list per key).
+
+        A table's every row goes into a dense ``out``. Row_sparse ``out`` arrays are skipped
+        unless ``ignore_sparse`` is False (then they receive every row): their rows come
+        from :meth:`row_sparse_pull`.
+        """
         if out is None:
             raise MXNetError("pull needs out= arrays to write into")
         keys = _as_list(key)
@@ -229,11 +305,14 @@ class DistKVStore(KVStoreBase):
         self._check_kind(keys, "pull")
         for k in keys:
             self._check_known(k, [], "pull")
-        values = self._read_keys(keys)
-        for k, o in zip(keys, outs):
-            for target in _as_list(o):
-                target[...] = (values[k] if isinstance(target, np.ndarray)
-                               else _to_like(target, values[k]))
+        pairs = [(k, t) for k, o in zip(keys, outs) for t in _as_list(o)
+                 if not (ignore_sparse and isinstance(t, RowSparseArray))]
+        values = self._read_keys(list(dict.fromkeys(k for k, _ in pairs)))
+        for k, target in pairs:
+            if isinstance(target, RowSparseArray):  # every row, in memory of its own
+                target[:] = RowSparseArray.full(_on_device_of(target.data, values[k]).copy())
+            else:
+                target[...] = _on_device_of(target, values[k])
 
     def pushpull(self, key: Any, value: Any, out: Any = None, priority: int = 0) -> None:
         """``push`` then ``pull`` (into ``value`` itself when ``out`` is None)."""
@@ -244,6 +323,54 @@ class DistKVStore(KVStoreBase):
         """``init`` (or overwrite) the keys with ``value``, then ``pull`` into ``out``."""
         self.init(key, value)
         self.pull(key, out=out, priority=priority)
+
+    def row_sparse_pull(self, key: Any, out: Any = None, priority: int = 0,
+                        row_ids: Any = None) -> None:
+        """Copy only the rows ``row_ids`` of stored tables into row_sparse ``out`` arrays;
+        each shard is asked only for its rows.
+
+        Parameters
+        ----------
+        key : int, str, or list of them
+            The key(s): tables, or dense keys (whose rows are taken from the whole value).
+        out : RowSparseArray, or lists as in :meth:`pull`
+            Receives the rows (and holds no others afterwards).
+        priority : int, default 0
+            Accepted for MXNet compatibility.
+        row_ids : array of int, or a list of them (one per ``out`` array)
+            Rows wanted, any order, repeats allowed.
+
+        Raises
+        ------
+        ValueError
+            A row id outside the table, or no ``row_ids`` (before anything is copied).
+        TypeError
+            An ``out`` array that is not row_sparse.
+        """
+        if out is None or row_ids is None:
+            raise ValueError("row_sparse_pull needs out= (row_sparse arrays) and row_ids=")
+        outs = [(k, o) for k, group in self._grouped(key, out, "row_sparse_pull").items()
+                for o in group]
+        ids = row_ids if isinstance(row_ids, (list, tuple)) else [row_ids] * len(outs)
+        if len(ids) != len(outs):
+            raise ValueError(f"row_sparse_pull: {len(ids)} row_ids for {len(outs)} out arrays")
+        plan = []
+        for (k, o), wanted in zip(outs, ids):  # every check before any copy
+            if not isinstance(o, RowSparseArray):
+                raise TypeError(f"row_sparse_pull: out for key {k!r} must be a row_sparse "
+                                f"array, got {stype_of(o)} storage (use pull)")
+            self._check_known(k, [o], "row_sparse_pull")
+            plan.append((k, o, checked_row_ids(wanted, o.shape[0], k)))
+        for (k, o, wanted), data in zip(plan, self._read_rows([(k, w) for k, _, w in plan])):
+            o[:] = RowSparseArray(_on_device_of(o.data, data), wanted, o.shape, check=False)
+
+    def row_traffic(self, reset: bool = False) -> dict[str, int]:
+        """``{"pushed": bytes, "pulled": bytes}`` of table rows (ids and values) moved by
+        this driver since the store was made or last reset; ``reset`` zeroes the counts."""
+        counts = {"pushed": self.bytes_pushed, "pulled": self.bytes_pulled}
+        if reset:
+            self.bytes_pushed = self.bytes_pulled = 0
+        return counts
 
     def set_optimizer(self, optimizer: Optimizer) -> None:
         """Run ``optimizer`` on the servers (``update_on_kvstore``)."""
@@ -324,12 +451,20 @@ class DistKVStore(KVStoreBase):
         calls = []
         for shard, server in enumerate(self.servers):
             part = Updater(whole.optimizer)
-            for p in self.layout.shards[shard]:
-                if p.key in whole._states:
-                    part._states[p.key] = _split(whole._states[p.key], p.start, p.stop)
+            for k, cut in self._shares(shard):
+                if k in whole._states:
+                    part._states[k] = _split(whole._states[k], cut)
             calls.append(server.set_optimizer_states.remote(part.get_states()))
         self._get(calls)
         self.writes += 1
+
+    def _shares(self, shard: int) -> list[tuple[Any, Callable]]:
+        """``(key, cut)`` for everything ``shard`` holds: ``cut(whole)`` is its share of an
+        array shaped like the key (a piece's flat range, a table's rows)."""
+        pieces = [(p.key, lambda a, p=p: a.reshape(-1)[p.start:p.stop])
+                  for p in self.layout.shards[shard]]
+        return pieces + [(k, lambda a, lo=lo, hi=hi: a[lo:hi])
+                         for k, lo, hi in self.layout.tables_on(shard)]
 
     @property
     def type(self) -> str:
@@ -432,7 +567,9 @@ class DistKVStore(KVStoreBase):
         for shard in dead:
             zeros = self.layout.pack(shard, {k: np.zeros(*self.layout.keys[k][:2])
                                              for k in {p.key for p in self.layout.shards[shard]}})
-            self.servers[shard] = self._configured_server(shard, zeros)
+            server = self._configured_server(shard, zeros)
+            self._get([server.add_table.remote(*args) for args in self.layout.zero_tables(shard)])
+            self.servers[shard] = server
         self._weights = None
         self.generation += 1
         return dead
@@ -577,17 +714,54 @@ class DistKVStore(KVStoreBase):
         return [getattr(self.servers[s], method).remote(vals) for s, vals in by_shard.items()]
 
     def _read_keys(self, keys: list) -> dict:
-        shards = sorted({s for k in keys for s, _ in self.layout.pieces_of(k)})
+        """Every element of ``keys`` (pieces and table rows), joined from the shards."""
+        shards = sorted({s for k in keys for s in self.layout.shards_of(k)})
         got = dict(zip(shards, self._get([self.servers[s].read.remote(keys)
                                               for s in shards])))
         values = {}
         for k in keys:
             shape, dtype, _ = self.layout.keys[k]
-            flat = np.empty(int(np.prod(shape, dtype=np.int64)), dtype)
-            for s, p in self.layout.pieces_of(k):
-                flat[p.start:p.stop] = got[s][k]
-            values[k] = flat.reshape(shape)
+            whole = np.empty(shape, dtype)
+            if self.layout.is_table(k):
+                for s, lo, hi in self.layout.table_ranges(k):
+                    whole[lo:hi] = got[s][k]
+                self.bytes_pulled += whole.nbytes
+            else:
+                flat = whole.reshape(-1)
+                for s, p in self.layout.pieces_of(k):
+                    flat[p.start:p.stop] = got[s][k]
+            values[k] = whole
         return values
+
+    def _read_rows(self, wanted: list[tuple[Any, np.ndarray]]) -> list[np.ndarray]:
+        """The rows ``ids`` (sorted, unique, checked) of each ``(key, ids)``, all asked for
+        at once: each shard of a table only for its rows, a dense key read whole."""
+        dense = self._read_keys(list(dict.fromkeys(
+            k for k, _ in wanted if not self.layout.is_table(k))))
+        out, where, calls = [], [], []
+        for i, (k, ids) in enumerate(wanted):
+            if k in dense:
+                out.append(dense[k][ids])
+                continue
+            shape, dtype, _ = self.layout.keys[k]
+            out.append(np.empty((ids.size,) + shape[1:], dtype))
+            for shard, part in self._row_parts(k, ids):
+                if part.stop > part.start:  # shards with none of the rows are not asked
+                    where.append((i, part))
+                    calls.append(self.servers[shard].read_rows.remote(k, ids[part]))
+                    self.bytes_pulled += ids[part].nbytes
+        for (i, part), rows in zip(where, self._get(calls)):
+            out[i][part] = rows
+            self.bytes_pulled += rows.nbytes
+        return out
+
+    def _row_parts(self, key: Any, ids: np.ndarray) -> list[tuple[int, slice]]:
+        """``(shard, slice of ids)`` for every shard of table ``key``: the part of the
+        sorted ``ids`` in the shard's rows (empty slices included)."""
+        ranges = self.layout.table_ranges(key)
+        ends = np.searchsorted(ids, [hi for _, _, hi in ranges]).tolist()
+        return [(shard, slice(start, end))
+                for (shard, _, _), start, end in zip(ranges, [0] + ends[:-1], ends)]
 
     def _check_known(self, key: Any, arrays: list, what: str) -> None:
         if key not in self.layout.keys:
@@ -612,6 +786,16 @@ def _to_like(target: Any, value: np.ndarray) -> Any:
         return cupy.asarray(value)
 
 
+def _on_device_of(target: Any, value: np.ndarray) -> Any:
+    """``value`` itself for a host ``target``, else a copy on ``target``'s device."""
+    return value if isinstance(target, np.ndarray) else _to_like(target, value)
+
+
+def _host_dense(value: Any) -> np.ndarray:
+    """An init value as a dense host array (a sparse one densified: rows not given are 0)."""
+    return as_numpy(value.todense() if is_sparse(value) else value)
+
+
 def _join(states: list, shape: tuple) -> Any:
     """Whole-key state from the per-shard piece states (in element order)."""
     first = states[0]
@@ -622,13 +806,14 @@ def _join(states: list, shape: tuple) -> Any:
     return np.concatenate([np.asarray(s).reshape(-1) for s in states]).reshape(shape)
 
 
-def _split(state: Any, start: int, stop: int) -> Any:
-    """A piece's share of a whole-key state."""
+def _split(state: Any, cut: Callable[[np.ndarray], np.ndarray]) -> Any:
+    """A shard's share of a whole-key state: ``cut`` of each of its arrays (see
+    ``DistKVStore._shares``)."""
     if state is None or isinstance(state, (bool, int, float)):
         return state
     if isinstance(state, (tuple, list)):
-        return type(state)(_split(s, start, stop) for s in state)
-    return np.ascontiguousarray(np.asarray(state).reshape(-1)[start:stop])
+        return type(state)(_split(s, cut) for s in state)
+    return np.ascontiguousarray(cut(np.asarray(state)))
 
 
 for _name in _TYPES:

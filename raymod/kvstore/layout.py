@@ -5,6 +5,11 @@ above :data:`BIG_ARRAY_BOUND` elements are cut into one contiguous range per sha
 server carries a big layer alone (MXNet's ``MXNET_KVSTORE_BIGARRAY_BOUND``). Each shard keeps
 one flat buffer per dtype; a :class:`Piece` is a range of a key mapped to a range of that
 buffer. A push or a weight update then travels as one ``{dtype: flat array}`` payload per shard.
+
+A row_sparse table (a key initialised with a row_sparse value) is laid out by rows instead:
+shard ``s`` holds rows ``[lo_s, hi_s)``, the rows split evenly over every shard, outside the
+flat buffers (see :meth:`ShardLayout.add_table`). Pushes and pulls of a table then carry only
+the rows they touch.
 """
 from __future__ import annotations
 
@@ -17,6 +22,9 @@ import numpy as np
 from ..context import as_numpy
 
 __all__ = ["BIG_ARRAY_BOUND", "Piece", "ShardLayout", "same_memory"]
+
+#: ``(shard, lo, hi)``: the rows ``[lo, hi)`` of a table that ``shard`` holds
+RowRange = tuple[int, int, int]
 
 #: keys with more elements than this are split over all shards
 BIG_ARRAY_BOUND = int(os.environ.get("MXNET_KVSTORE_BIGARRAY_BOUND", 1_000_000))
@@ -57,6 +65,7 @@ class ShardLayout:
         self.shards: list[list[Piece]] = [[] for _ in range(num_shards)]
         self.sizes: list[dict[str, int]] = [{} for _ in range(num_shards)]
         self.keys: dict[Any, tuple[tuple, str, int]] = {}  # key -> (shape, dtype, index)
+        self.tables: dict[Any, list[RowRange]] = {}  # table key -> its row ranges
 
     def add(self, key: Any, shape: tuple, dtype: Any,
             like: Any = None) -> list[tuple[int, Piece]]:
@@ -65,17 +74,15 @@ class ShardLayout:
         With ``like`` (a key of the same size), the new key's pieces go to the same shards
         and element ranges, so a server holds both halves of every pair it combines.
         """
-        if key in self.keys:
-            raise KeyError(f"key {key!r} is already laid out")
-        dtype = np.dtype(dtype).str
+        if like is not None and self.is_table(like):
+            raise ValueError(f"key {key!r} cannot be laid out like the row_sparse table "
+                             f"{like!r} (tables hold rows, not pieces)")
         size = int(np.prod(shape, dtype=np.int64))
-        index = len(self.keys)
-        self.keys[key] = (tuple(shape), dtype, index)
+        dtype, index = self._record(key, shape, dtype)
         if like is not None:
             ranges = [(s, p.start, p.stop) for s, p in self.pieces_of(like)]
         elif size > self.big_array_bound and self.num_shards > 1:
-            bounds = np.linspace(0, size, self.num_shards + 1).astype(np.int64)
-            ranges = [(s, int(bounds[s]), int(bounds[s + 1])) for s in range(self.num_shards)]
+            ranges = self._even_ranges(size)
         else:
             load = [sum(sz.values()) for sz in self.sizes]
             ranges = [(int(np.argmin(load)), 0, size)]
@@ -87,6 +94,62 @@ class ShardLayout:
             self.sizes[shard][dtype] = offset + piece.size
             placed.append((shard, piece))
         return placed
+
+    def add_table(self, key: Any, shape: tuple, dtype: Any) -> list[RowRange]:
+        """Place a new row_sparse table: its rows split evenly over every shard.
+
+        Returns the ``(shard, lo, hi)`` row ranges, in row order; shards that get no row
+        (a table with fewer rows than shards) are left out. The table takes the next
+        optimizer index, as a key of pieces does.
+        """
+        if not shape:
+            raise ValueError(f"row_sparse table {key!r} needs at least one dimension")
+        self._record(key, shape, dtype)
+        ranges = [r for r in self._even_ranges(int(shape[0])) if r[2] > r[1]]
+        self.tables[key] = ranges
+        return ranges
+
+    def is_table(self, key: Any) -> bool:
+        """Whether ``key`` is a row_sparse table (laid out by rows, not pieces)."""
+        return key in self.tables
+
+    def table_ranges(self, key: Any) -> list[RowRange]:
+        """``(shard, lo, hi)`` of every row range of table ``key``, in row order."""
+        return self.tables[key]
+
+    def tables_on(self, shard: int) -> list[tuple[Any, int, int]]:
+        """``(key, lo, hi)`` of every table rows range ``shard`` holds."""
+        return [(k, lo, hi) for k, ranges in self.tables.items()
+                for s, lo, hi in ranges if s == shard]
+
+    def zero_tables(self, shard: int) -> list[tuple[Any, int, int, int, np.ndarray]]:
+        """``(key, index, lo, hi, zeros)`` of every table range ``shard`` holds: the
+        arguments of ``KVServer.add_table`` for a new server holding zeros."""
+        out = []
+        for key, lo, hi in self.tables_on(shard):
+            shape, dtype, index = self.keys[key]
+            out.append((key, index, lo, hi, np.zeros((hi - lo,) + shape[1:], dtype)))
+        return out
+
+    def shards_of(self, key: Any) -> list[int]:
+        """The shards holding some of ``key`` (pieces or table rows), ascending."""
+        if self.is_table(key):
+            return [s for s, _, _ in self.tables[key]]
+        return sorted({s for s, _ in self.pieces_of(key)})
+
+    def _record(self, key: Any, shape: tuple, dtype: Any) -> tuple[str, int]:
+        """Register a new key: its dtype string and optimizer index (init order)."""
+        if key in self.keys:
+            raise KeyError(f"key {key!r} is already laid out")
+        dtype = np.dtype(dtype).str
+        index = len(self.keys)
+        self.keys[key] = (tuple(shape), dtype, index)
+        return dtype, index
+
+    def _even_ranges(self, size: int) -> list[RowRange]:
+        """``(shard, start, stop)``: ``[0, size)`` cut evenly into one range per shard."""
+        bounds = np.linspace(0, size, self.num_shards + 1).astype(np.int64)
+        return [(s, int(bounds[s]), int(bounds[s + 1])) for s in range(self.num_shards)]
 
     def pieces_of(self, key: Any) -> list[tuple[int, Piece]]:
         """``(shard, piece)`` of every piece of ``key``, in element order."""

@@ -26,6 +26,11 @@ finished step's summed gradient (and folded metric) goes to it before the step i
 published, and it runs the same optimizer on it, so it holds every published step,
 bit-identical; a direct change (a write, new keys, optimizer states) copies the whole state
 again. A lost primary is replaced by promoting its standby, with no snapshot to restore.
+
+Row_sparse tables are kept apart from the pieces: per table, this shard's rows ``[lo, hi)``
+as one dense array (:class:`Table`), never published to workers. The driver reads and
+pushes rows of them directly (:meth:`KVServer.read_rows`, :meth:`KVServer.apply_rows`);
+they are part of every snapshot and standby copy.
 """
 from __future__ import annotations
 
@@ -36,7 +41,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -44,12 +49,14 @@ import numpy as np
 from .. import actor_setup
 from ..base import MXNetError
 from ..optimizer import Optimizer, Updater
+from ..sparse import RowSparseArray
 from . import shm
 from .compression import dequantize_2bit
 from .doorbell import DoorbellServer
 from .layout import Piece
+from .rows import assign_rows
 
-__all__ = ["KVServer", "Published", "ServerLost"]
+__all__ = ["KVServer", "Published", "ServerLost", "Table"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -93,6 +100,34 @@ class Published:
     version: int
 
 
+@dataclass(frozen=True, eq=False)  # eq would compare arrays
+class Table:
+    """This shard's rows ``[lo, hi)`` of a row_sparse table, as a dense array.
+
+    ``index`` is the table's optimizer index in the layout's key order (as
+    :attr:`Piece.index`); the updater is called with the key itself, as for pieces, so that
+    its states line up with an in-process store's.
+    """
+
+    index: int
+    lo: int
+    hi: int
+    values: np.ndarray
+
+    def copied(self) -> "Table":
+        """The same rows in fresh, writable memory (arrays from Ray are read-only)."""
+        return replace(self, values=np.array(self.values))
+
+    def local(self, ids: np.ndarray) -> np.ndarray:
+        """Global row ids as positions in :attr:`values`; ValueError for ids outside
+        ``[lo, hi)`` (the driver splits ids by range, so this means a layout mismatch)."""
+        ids = np.asarray(ids, np.int64)
+        if ids.size and (ids.min() < self.lo or ids.max() >= self.hi):
+            raise ValueError(f"row ids {int(ids.min())}..{int(ids.max())} are not all in this "
+                             f"shard's rows [{self.lo}, {self.hi})")
+        return ids - self.lo
+
+
 class KVServer:
     """One shard's values, optimizer and pending pushes (the body of a Ray actor).
 
@@ -123,6 +158,7 @@ class KVServer:
         self.buffers: dict[str, np.ndarray] = {}
         self.scratch: dict[str, np.ndarray] = {}  # the summed gradient, when an update follows
         self.views: list[tuple[Piece, np.ndarray]] = []
+        self.tables: dict[Any, Table] = {}    # row_sparse tables: this shard's rows
         self.updater: Updater | None = None
         self.custom: Callable | None = None
         self.threshold: float | None = None   # 2-bit compression of pushes
@@ -211,6 +247,43 @@ class KVServer:
                 w[...] = values[p.key]
         self.version += 1
         return self.version
+
+    # ---- row_sparse tables --------------------------------------------------------------------
+    @_mirrored
+    def add_table(self, key: Any, index: int, lo: int, hi: int, values: np.ndarray) -> None:
+        """Hold rows ``[lo, hi)`` of a new row_sparse table ``key``: ``values``, a dense
+        ``(hi - lo,) + shape[1:]`` array (copied)."""
+        self.tables[key] = Table(index, lo, hi, values).copied()
+
+    @_mirrored
+    def write_table(self, key: Any, values: np.ndarray) -> None:
+        """Overwrite this shard's rows of table ``key`` (init of a known table)."""
+        self.tables[key].values[...] = values
+
+    @_locked
+    def read_rows(self, key: Any, ids: np.ndarray) -> np.ndarray:
+        """The rows ``ids`` (global, sorted, all in this shard's range) of table ``key``."""
+        table = self.tables[key]
+        return table.values[table.local(ids)]
+
+    @_mirrored
+    def apply_rows(self, key: Any, ids: np.ndarray, data: np.ndarray) -> None:
+        """Apply the driver's push of rows ``ids`` (global; ``data`` their summed values)
+        to table ``key`` now.
+
+        With an optimizer: a lazy update of those rows only; a custom updater gets the same
+        row_sparse gradient; with neither, the rows replace the table's (zeros elsewhere,
+        MXNet's push rule without an updater). ``ids`` may be empty: the driver calls every
+        shard of the table, so that each counts the update as an in-process store does.
+        """
+        table = self.tables[key]
+        grad = RowSparseArray(data, table.local(ids), table.values.shape, check=False)
+        if self.updater is not None:
+            self.updater([key], [grad], [table.values])
+        elif self.custom is not None:
+            self.custom(key, grad, table.values)
+        else:
+            assign_rows(table.values, grad)
 
     # ---- how pushes are applied ---------------------------------------------------------------
     @_mirrored
@@ -536,9 +609,12 @@ class KVServer:
 
     @_locked
     def read(self, keys: list) -> dict:
-        """``{key: values of this shard's piece}`` for the pieces of ``keys`` held here."""
+        """``{key: values of this shard's piece}`` for the pieces of ``keys`` held here, and
+        ``{key: this shard's rows}`` for the tables among ``keys``."""
         wanted = set(keys)
-        return {p.key: w for p, w in self.views if p.key in wanted}
+        values = {p.key: w for p, w in self.views if p.key in wanted}
+        values.update({k: t.values for k, t in self.tables.items() if k in wanted})
+        return values
 
     # ---- optimizer states -------------------------------------------------------------------
     @_locked
@@ -572,16 +648,20 @@ class KVServer:
         return self._snapshots.pop(step, None)
 
     def snapshot(self) -> dict:
-        """Everything needed to rebuild this server: values, optimizer states, progress."""
+        """Everything needed to rebuild this server: values, tables, optimizer states (of
+        pieces and tables: one updater), progress."""
         return {"buffers": {dt: b.copy() for dt, b in self.buffers.items()},
+                "tables": {k: t.copied() for k, t in self.tables.items()},
                 "optimizer_states": None if self.updater is None else self.updater.get_states(),
                 "steps_done": self.steps_done, "version": self.version}
 
     @_mirrored
     def restore(self, snap: dict) -> None:
-        """Return to a :meth:`snapshot` (pieces and optimizer must already be set)."""
+        """Return to a :meth:`snapshot` (pieces and optimizer must already be set; the
+        tables are taken from the snapshot whole)."""
         for dt, b in snap["buffers"].items():
             self.buffers[dt][...] = b
+        self.tables = {k: t.copied() for k, t in snap["tables"].items()}
         if self.updater is not None and snap["optimizer_states"] is not None:
             self.updater.set_states(snap["optimizer_states"])
         self.steps_done = snap["steps_done"]
