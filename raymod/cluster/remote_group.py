@@ -42,6 +42,8 @@ from ..io.base import contiguous_range
 from ..operator import pack_props
 from ..parallel.executor_group import _desc
 from ..parallel.slicing import batch_axis, split_input_slice, take_slice
+from ..sparse import RowSparseArray
+from ..symbol.storage import variable_stype
 from ..symbol import Symbol
 from . import moments, snapshots
 from .controller import RestoreServers
@@ -141,7 +143,13 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         if arg_shapes is None:
             raise MXNetError(f"cannot infer the network's shapes from {shapes}")
         by_name = dict(zip(args, zip(arg_shapes, arg_types)))
-        self.param_arrays = [[np.zeros(by_name[n][0], by_name[n][1])] for n in self.param_names]
+        # a row_sparse table lives on the servers (by row range) and, a batch's rows at a
+        # time, on the workers: the driver holds an empty stand-in, never the table
+        tables = {n.name for n in self.symbol.topo()
+                  if n.is_variable and variable_stype(n) == "row_sparse"}
+        self.param_arrays = [[RowSparseArray.empty(by_name[n][0], by_name[n][1]) if n in tables
+                              else np.zeros(by_name[n][0], by_name[n][1])]
+                             for n in self.param_names]
         self.aux_arrays = [[np.zeros(s, t)] for s, t in zip(aux_shapes, aux_types)]
         self.data_shapes, self.label_shapes = data, label or None
         self.data_names, self.label_names = [d.name for d in data], [d.name for d in label]
@@ -251,12 +259,19 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         """Send values to every worker (one object-store copy) and to the kvstore servers."""
         args = {n: as_numpy(arg_params[n]) for n in self.param_names if n in arg_params}
         aux = {n: as_numpy(aux_params[n]) for n in self.aux_names if n in aux_params}
-        ref = self.pool._ray.put((args, aux))
+        tables = self._tables()
+        ref = self.pool._ray.put(({n: v for n, v in args.items() if n not in tables}, aux))
         self.pool.broadcast("set_params_ref", [ref], key="set_params")
         st = self.state
         if st.kv is not None and st.update_on_kvstore and args:
-            self._with_servers("set_params", lambda: st.kv.init(list(args), list(args.values())))
+            values = [RowSparseArray.full(v) if n in tables else v for n, v in args.items()]
+            self._with_servers("set_params", lambda: st.kv.init(list(args), values))
             st.weights = None  # workers now hold these values already
+
+    def _tables(self) -> set:
+        """Names of the parameters stored as row_sparse tables."""
+        return {n for n, a in zip(self.param_names, self.param_arrays)
+                if isinstance(a[0], RowSparseArray)}
 
     @settled
     def get_params(self, arg_params: dict, aux_params: dict) -> None:
@@ -294,6 +309,10 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         ``local_optimizer`` itself.
         """
         st = self.state
+        if self._tables() and not update_on_kvstore:
+            raise MXNetError(f"row_sparse tables ({', '.join(sorted(self._tables()))}) are "
+                             "updated on the kvstore servers only; unset "
+                             "MXNET_UPDATE_ON_KVSTORE=0")
         st.kv, st.update_on_kvstore, st.weights = kv, update_on_kvstore, None
         kv.num_workers_attached = len(self.pool)
         self.pool.broadcast("connect", kv.layout, kv.servers, kv.compression_threshold,

@@ -32,6 +32,9 @@ from ..optimizer import Updater
 from . import reaper
 from ..parallel import DataParallelExecutorGroup
 from ..profiling import profiled
+from ..sparse import RowSparseArray, is_sparse
+from ..sparse.row_sparse import sum_rows
+from ..sparse.rows_needed import row_finders
 from ..symbol import load_json
 from .plan import expand_window
 
@@ -82,6 +85,7 @@ class Worker:
         self.client: ShardClient | None = None     # pushes to and reads from the KVServers
         self.local_updater: Updater | None = None  # servers aggregate, this worker updates
         self.version = -1
+        self.finders: dict[int, dict] = {}  # group id -> {table: how to find a batch's rows}
         self.monitor = None
         self.snapshot: list | None = None          # SVRG's w~, per parameter and device
         self.last: list[tuple[dict, DataParallelExecutorGroup, DataBatch]] = []
@@ -109,6 +113,7 @@ class Worker:
         unpack_props(spec.get("custom_ops"))  # the driver's custom ops, before the JSON
         spec = dict(spec, symbol=load_json(spec["symbol"]))
         self.specs[group_id] = spec
+        self.finders[group_id] = row_finders(spec["symbol"])
         self._group(group_id, spec["data"], spec["label"])
 
     def _group(self, group_id: int, data: list, label: list | None) -> DataParallelExecutorGroup:
@@ -130,9 +135,12 @@ class Worker:
         return group
 
     def set_params(self, arg_params: dict, aux_params: dict) -> None:
-        """Copy parameter values into the shared parameter arrays."""
+        """Copy parameter values into the shared parameter arrays (a row_sparse table's
+        rows come from the servers at each step instead)."""
         self._own_params()
-        self.root.set_params(arg_params, aux_params, allow_extra=True)
+        tables = self._tables()
+        self.root.set_params({n: v for n, v in arg_params.items() if n not in tables},
+                             aux_params, allow_extra=True)
 
     def set_params_ref(self, ref: list) -> None:
         """:meth:`set_params` from ``[ref]`` to ``(arg_params, aux_params)`` put once."""
@@ -142,8 +150,23 @@ class Worker:
     def get_params(self) -> tuple[dict, dict]:
         """Current parameters and auxiliary states (device average), as host arrays."""
         args, aux = {}, {}
+        tables = self._tables()
+        if tables:  # the servers hold them: never gather a table here
+            names, root = self.root.param_names, self.root
+            for name, arrays in zip(names, root.param_arrays):
+                if name not in tables:
+                    args[name] = as_numpy(arrays[0])
+            root.get_params({}, aux)
+            return args, aux
         self.root.get_params(args, aux)
         return args, aux
+
+    def _tables(self) -> set:
+        """Names of the parameters held as row_sparse tables (their rows pulled per step)."""
+        if self.root is None:
+            return set()
+        return {n for n, a in zip(self.root.param_names, self.root.param_arrays)
+                if isinstance(a[0], RowSparseArray)}
 
     def local_state(self) -> dict | None:
         """What a joining worker copies from this one: parameters, auxiliary states, the
@@ -388,10 +411,33 @@ class Worker:
         elif spec["label"]:
             label = spec["label"]
         group = self._group(task["group"], data, label)
+        self._pull_rows(task["group"], group, batch)
         if "states" in task:  # this slice's rows of the states the driver set
             group.set_states(states=[[s] * len(self.contexts) for s in task["states"]])
         group.forward(batch, is_train=is_train)
         return group, batch
+
+    def _pull_rows(self, group_id: int, group: DataParallelExecutorGroup,
+                   batch: DataBatch) -> None:
+        """Pull the rows of every row_sparse table that this slice reads (all rows when the
+        graph does not say which) into the devices' copies."""
+        finders = self.finders.get(group_id) or {}
+        if not finders or self.client is None:
+            return
+        spec = self.specs[group_id]
+        inputs = dict(zip([d.name for d in spec["data"]], batch.data))
+        inputs.update(zip([d.name for d in spec["label"] or []], batch.label or []))
+        for name, arrays in zip(group.param_names, group.param_arrays):
+            if name not in finders or not isinstance(arrays[0], RowSparseArray):
+                continue
+            find = finders[name]
+            ids = None if find is None else find(inputs)
+            try:
+                rows = self.client.pull_rows(name, ids)
+            except ServerLost as err:
+                raise ServerLost(f"worker {self.rank}: {err}") from None
+            for holder in arrays:
+                holder[:] = rows
 
     def _load(self, task: dict) -> DataBatch:
         """The slice's arrays: rows read through the source's reader, or sent by value."""
@@ -446,7 +492,8 @@ class Worker:
         """Parameters in ``views`` (key -> flat read-only array) are computed with in place;
         any other parameter that is still such a view gets a private copy."""
         self._point_at([(n, a) for n, (a,) in zip(self.root.param_names,
-                                                   self.root.param_arrays)],
+                                                   self.root.param_arrays)
+                        if not is_sparse(a)],
                        views, lambda a: None if a.flags.writeable else a.copy())
 
     def _own_params(self) -> None:
@@ -463,7 +510,7 @@ class Worker:
             self.client.gradient_views(self.client.next_slot(step))
         reqs = self.root.execs[0].grad_req
         self._point_at([(n, g) for n, (g,) in zip(self.root.param_names, self.root.grad_arrays)
-                        if g is not None],
+                        if g is not None and not is_sparse(g)],
                        {n: v for n, v in views.items() if reqs.get(n) == "write"},
                        lambda g: None if g.flags.owndata else np.zeros_like(g))
 
@@ -474,9 +521,11 @@ class Worker:
             return {"params": 0, "params_in_place": 0, "grads_in_place": 0}
         params = [a[0] for a in self.root.param_arrays]
         return {"params": len(params),
-                "params_in_place": sum(not a.flags.writeable for a in params),
+                "params_in_place": sum(not is_sparse(a) and not a.flags.writeable
+                                       for a in params),
                 "grads_in_place": sum(1 for g in self.root.grad_arrays
-                                      if g[0] is not None and not g[0].flags.owndata)}
+                                      if g[0] is not None and not is_sparse(g[0])
+                                      and not g[0].flags.owndata)}
 
     @staticmethod
     def _grads(group: DataParallelExecutorGroup) -> dict:
@@ -484,6 +533,11 @@ class Worker:
         grads = {}
         for name, per_device in zip(group.param_names, group.grad_arrays):
             if per_device[0] is None:
+                continue
+            if isinstance(per_device[0], RowSparseArray):  # a table's rows: pushed as rows
+                grads[name] = sum_rows([RowSparseArray(as_numpy(g.data), as_numpy(g.indices),
+                                                       g.shape, check=False)
+                                        for g in per_device], per_device[0].shape)
                 continue
             total = as_numpy(per_device[0])
             for g in per_device[1:]:

@@ -27,7 +27,9 @@ from ..base import MXNetError
 from . import shm
 from .compression import quantize_2bit
 from .doorbell import Doorbell
+from ..sparse import RowSparseArray
 from .layout import ShardLayout
+from .rows import checked_row_ids
 from .server import Published, ServerLost
 
 __all__ = ["ShardClient"]
@@ -140,6 +142,7 @@ class ShardClient:
         doorbell push with ``wait = (window, timeout)`` is answered once the step finished
         (``[published]``) or the window was aborted (False)."""
         import ray
+        grads = self._push_rows(step, slice_id, grads)
         slot = self.next_slot(step)
         self._pushes += 1
         acks, rung = {}, []
@@ -179,6 +182,44 @@ class ShardClient:
         for shard in rung:
             answers[shard] = self._answer(shard)
         return answers
+
+    def _push_rows(self, step: int, slice_id: int, grads: dict) -> dict:
+        """Send the slice's row_sparse table gradients, each shard its rows, and wait until
+        they are taken (the slice's push that follows may finish the step); returns the
+        other gradients. Only rows the slice touched cross the wire."""
+        tables = {k: g for k, g in grads.items() if isinstance(g, RowSparseArray)}
+        if not tables:
+            return grads
+        by_shard: dict[int, dict] = {}
+        for key, g in tables.items():
+            for shard, part in self.layout.row_parts(key, g.indices):
+                if part.stop > part.start:
+                    by_shard.setdefault(shard, {})[key] = (g.indices[part], g.data[part])
+        self._call([self.servers[s].push_rows.remote(step, slice_id, rows)
+                    for s, rows in by_shard.items()], "pushing rows")
+        return {k: g for k, g in grads.items() if k not in tables}
+
+    def pull_rows(self, key: Any, ids: Any) -> RowSparseArray:
+        """The rows ``ids`` of table ``key`` (every row when None), each shard asked only
+        for its own; ids are checked against the table first (ValueError naming them)."""
+        shape = self.layout.keys[key][0]
+        ids = np.arange(shape[0]) if ids is None else checked_row_ids(ids, shape[0], key)
+        parts = [(part, self.servers[shard].read_rows.remote(key, ids[part]))
+                 for shard, part in self.layout.row_parts(key, ids) if part.stop > part.start]
+        rows = self._call([ref for _, ref in parts], "pulling rows")
+        out = np.empty((ids.size,) + tuple(shape[1:]), self.layout.keys[key][1])
+        for (part, _), values in zip(parts, rows):
+            out[part] = values
+        return RowSparseArray(out, ids, shape, check=False)
+
+    @staticmethod
+    def _call(refs: list, what: str) -> list:
+        import ray
+        try:
+            return ray.get(refs)
+        except ray.exceptions.RayActorError as err:
+            raise ServerLost(f"lost a kvstore server while {what}: {type(err).__name__}") \
+                from None
 
     def _pack_into(self, shard: int, block: shm.SharedBlock, grads: dict) -> None:
         """Pack ``grads`` into an outbox block; a gradient computed in it stays. Which array

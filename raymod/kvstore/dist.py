@@ -283,7 +283,7 @@ class DistKVStore(KVStoreBase):
         """
         ids, data = total.indices, total.data
         calls = []
-        for shard, part in self._row_parts(key, ids):
+        for shard, part in self.layout.row_parts(key, ids):
             self.bytes_pushed += ids[part].nbytes + data[part].nbytes
             calls.append(self.servers[shard].apply_rows.remote(key, ids[part], data[part]))
         return calls
@@ -745,7 +745,7 @@ class DistKVStore(KVStoreBase):
                 continue
             shape, dtype, _ = self.layout.keys[k]
             out.append(np.empty((ids.size,) + shape[1:], dtype))
-            for shard, part in self._row_parts(k, ids):
+            for shard, part in self.layout.row_parts(k, ids):
                 if part.stop > part.start:  # shards with none of the rows are not asked
                     where.append((i, part))
                     calls.append(self.servers[shard].read_rows.remote(k, ids[part]))
@@ -754,14 +754,6 @@ class DistKVStore(KVStoreBase):
             out[i][part] = rows
             self.bytes_pulled += rows.nbytes
         return out
-
-    def _row_parts(self, key: Any, ids: np.ndarray) -> list[tuple[int, slice]]:
-        """``(shard, slice of ids)`` for every shard of table ``key``: the part of the
-        sorted ``ids`` in the shard's rows (empty slices included)."""
-        ranges = self.layout.table_ranges(key)
-        ends = np.searchsorted(ids, [hi for _, _, hi in ranges]).tolist()
-        return [(shard, slice(start, end))
-                for (shard, _, _), start, end in zip(ranges, [0] + ends[:-1], ends)]
 
     def _check_known(self, key: Any, arrays: list, what: str) -> None:
         if key not in self.layout.keys:

@@ -117,6 +117,14 @@ class ShardLayout:
         """``(shard, lo, hi)`` of every row range of table ``key``, in row order."""
         return self.tables[key]
 
+    def row_parts(self, key: Any, ids: np.ndarray) -> list[tuple[int, slice]]:
+        """``(shard, slice of ids)`` for every shard of table ``key``: the part of the
+        sorted ``ids`` in the shard's rows (empty slices included)."""
+        ranges = self.tables[key]
+        ends = np.searchsorted(ids, [hi for _, _, hi in ranges]).tolist()
+        return [(shard, slice(start, end))
+                for (shard, _, _), start, end in zip(ranges, [0] + ends[:-1], ends)]
+
     def tables_on(self, shard: int) -> list[tuple[Any, int, int]]:
         """``(key, lo, hi)`` of every table rows range ``shard`` holds."""
         return [(k, lo, hi) for k, ranges in self.tables.items()

@@ -55,6 +55,7 @@ from .compression import dequantize_2bit
 from .doorbell import DoorbellServer
 from .layout import Piece
 from .rows import assign_rows
+from ..sparse.row_sparse import sum_rows
 
 __all__ = ["KVServer", "Published", "ServerLost", "Table"]
 
@@ -163,6 +164,8 @@ class KVServer:
         self.custom: Callable | None = None
         self.threshold: float | None = None   # 2-bit compression of pushes
         self.pending: dict[int, dict[int, dict]] = {}
+        # step -> slice -> {table: (row ids, rows)}: table rows of the step's slices
+        self.pending_rows: dict[int, dict[int, dict]] = {}
         self._snapshot_at: set[int] = set()   # steps to snapshot when they finish
         self._snapshots: dict[int, dict] = {}  # the last one taken, until fetched
         self.applied: set = set()             # async: (step, slice) already applied
@@ -277,13 +280,53 @@ class KVServer:
         shard of the table, so that each counts the update as an in-process store does.
         """
         table = self.tables[key]
-        grad = RowSparseArray(data, table.local(ids), table.values.shape, check=False)
-        if self.updater is not None:
-            self.updater([key], [grad], [table.values])
-        elif self.custom is not None:
-            self.custom(key, grad, table.values)
-        else:
-            assign_rows(table.values, grad)
+        self._update_tables({key: RowSparseArray(data, table.local(ids), table.values.shape,
+                                                 check=False)})
+
+    @_locked
+    def push_rows(self, step: int, slice_id: int, rows: dict) -> bool:
+        """One slice's table rows in the step protocol: ``{table: (row ids, rows)}``, the
+        ids global and in this shard's ranges. A worker sends them before the slice's push
+        (whose arrival may finish the step); sync mode keeps one contribution per slice and
+        sums them in slice order when the step finishes, async mode applies them now.
+        False when the step is finished or the slice's rows were already taken."""
+        if self.mode == "async":
+            self._update_tables(self._row_grads([rows]))
+            return True
+        if step <= self.steps_done:
+            return False
+        slot = self.pending_rows.setdefault(step, {})
+        if slice_id in slot:
+            return False
+        slot[slice_id] = rows
+        return True
+
+    def _row_grads(self, parts: list[dict]) -> dict[Any, RowSparseArray]:
+        """Per table of this shard: the rows of ``parts`` (slice contributions in slice
+        order) summed in that order, as a row_sparse gradient over the shard's rows."""
+        out = {}
+        for key, table in self.tables.items():
+            grads = [RowSparseArray(np.asarray(part[key][1]), table.local(part[key][0]),
+                                    table.values.shape, check=False)
+                     for part in parts if key in part]
+            out[key] = sum_rows(grads, table.values.shape) if grads else \
+                RowSparseArray.empty(table.values.shape, table.values.dtype)
+        return out
+
+    def _update_tables(self, grads: dict) -> None:
+        """Apply summed row gradients ``{table: row_sparse gradient over this shard's rows}``:
+        with an optimizer a lazy update of the pushed rows only (an empty gradient still
+        counts an update, as in an in-process store); a custom updater gets the gradient;
+        with neither, the pushed rows replace the table's, zeros elsewhere (MXNet's push
+        rule without an updater)."""
+        for key, grad in grads.items():
+            values = self.tables[key].values
+            if self.updater is not None:
+                self.updater([key], [grad], [values])
+            elif self.custom is not None:
+                self.custom(key, grad, values)
+            else:
+                assign_rows(values, grad)
 
     # ---- how pushes are applied ---------------------------------------------------------------
     @_mirrored
@@ -362,6 +405,8 @@ class KVServer:
             raise RuntimeError(f"shard {self.shard}: step {step} lacks slices {lost}")
         slot = self.pending.pop(step)
         grads = [self._decode(slot[s]) for s in sorted(slice_ids)]
+        rows = self._row_grads([part for _, part in
+                                sorted(self.pending_rows.pop(step, {}).items())])
         if self._replaces():
             self._flip(carry=False)
             summed = _sum_into(grads, self.buffers)  # the sum replaces the values: write it there
@@ -374,8 +419,9 @@ class KVServer:
                                       done_at=time.time())
         # sent before the update here, so that the standby updates at the same time
         taken = None if self.standby is None else \
-            self.standby.replicate.remote(step, summed, self.metrics.get(step))
+            self.standby.replicate.remote(step, summed, self.metrics.get(step), rows)
         self._apply_step(summed, copy=False)
+        self._update_tables(rows)
         if taken is not None:
             self._await_standby(taken)
         return self._step_done(step)
@@ -402,6 +448,8 @@ class KVServer:
         self._finished_at = time.monotonic()
         for old in [s for s in self.pending if s <= step]:
             del self.pending[old]
+        for old in [s for s in self.pending_rows if s <= step]:
+            del self.pending_rows[old]
         published = self.published()
         self._history = {step - 1: self._history.get(step - 1), step: published}
         if step in self._snapshot_at:  # asked for ahead: taken here, fetched later
@@ -666,6 +714,7 @@ class KVServer:
             self.updater.set_states(snap["optimizer_states"])
         self.steps_done = snap["steps_done"]
         self.pending.clear()  # the steps after the snapshot are replayed from scratch
+        self.pending_rows.clear()
         self.applied.clear()
         self.metrics.clear()
         self._history.clear()
@@ -732,15 +781,18 @@ class KVServer:
         self.metrics = dict(state["metrics"])
 
     @_locked
-    def replicate(self, step: int, summed: dict[str, np.ndarray], metric: Any) -> int:
+    def replicate(self, step: int, summed: dict[str, np.ndarray], metric: Any,
+                  rows: dict | None = None) -> int:
         """A standby takes its primary's step ``step``: the summed gradient (or the new
-        values, without an optimizer) and the step's folded metric state."""
+        values, without an optimizer), the summed table rows (only the rows pushed: the
+        copy costs what the step touched) and the step's folded metric state."""
         if step <= self.steps_done:
             return self.steps_done
         if step != self.steps_done + 1:
             raise RuntimeError(f"standby of shard {self.shard}: step {step} after "
                                f"{self.steps_done}")
         self._apply_step(summed, copy=True)
+        self._update_tables(rows or {})
         if metric is not None:
             self.metrics[step] = metric
         self._step_done(step)

@@ -32,7 +32,7 @@ from ..symbol import Symbol
 from .base_module import (BaseModule, _check_input_names, _check_optimizer_arg,
                           _parse_data_desc)
 from .lifecycle import Stage, StageError
-from .placement import Placement, keep_sparse_in_process, placement_for, workers_for
+from .placement import Placement, placement_for, workers_for
 
 _LOG = logging.getLogger(__name__)
 
@@ -93,7 +93,6 @@ class Module(BaseModule):
         if not isinstance(symbol, Symbol):
             raise TypeError(f"symbol must be a Symbol, got {type(symbol).__name__}")
         self._workers, by_default = workers_for(self, workers)
-        self._workers = keep_sparse_in_process(self, symbol, self._workers, by_default)
         # where the executors run: decided here, once; the module never asks again (but
         # see Placement.for_group for a default that a subclass's own bind cannot follow)
         self._placement: Placement = placement_for(self._workers, by_default)

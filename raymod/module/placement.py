@@ -46,7 +46,6 @@ from ..cluster.workers import Workers
 from ..model import (_create_dist_kvstore, _create_kvstore, _initialize_kvstore,
                      _update_params, _update_params_on_kvstore)
 from ..parallel import DataParallelExecutorGroup
-from ..symbol.storage import variable_stype
 from .lifecycle import Stage
 
 __all__ = ["Placement", "InProcess", "OnWorkers", "placement_for", "default_workers",
@@ -440,27 +439,6 @@ def note_own_executors(mod: Any) -> None:
                    f"executors: it trains in this process, not on the default "
                    f"{_describe(scope.workers)} (only Module, BucketingModule, SVRGModule "
                    "and their subclasses move to workers)")
-
-
-def keep_sparse_in_process(mod: Any, symbol: Any, workers: Workers | None,
-                           by_default: bool) -> Workers | None:
-    """``workers``, or None for a network with csr / row_sparse variables: their pulls and
-    pushes of rows do not reach Ray workers and KVServers yet. Asked for explicitly, that is
-    an error; under a default (``raymod run --workers``) the module trains in process and
-    says so once per class."""
-    if workers is None:
-        return None
-    sparse = [n.name for n in symbol.topo() if n.is_variable and variable_stype(n) != "default"]
-    if not sparse:
-        return workers
-    why = (f"the network has sparse variables ({', '.join(sparse)}), and sparse storage "
-           "trains in one process for now")
-    if not by_default:
-        raise MXNetError(f"Module(workers=...) asks for {_describe(workers)}, but {why}; "
-                         "leave workers out")
-    _note_once(type(mod), f"{_class_name(mod)} stays in this process, not on the default "
-               f"{_describe(workers)}: {why}")
-    return None
 
 
 def _describe(workers: Workers) -> str:

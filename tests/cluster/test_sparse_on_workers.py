@@ -1,0 +1,125 @@
+"""Sparse models on Ray workers: csr batches, row_sparse tables split over two KVServer
+shards by row range, each worker pulling only the rows its slices read and pushing only the
+rows they touched. The trajectory is the one-process run's, with a worker and a server
+killed too."""
+import numpy as np
+import pytest
+import ray
+
+import raymod as rm
+from raymod.sparse import CSRArray, RowSparseArray, cast_storage
+
+from actors import wait_until_dead
+
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_cluster")]
+
+ROWS, WIDTH, BATCH, FACTORS = 160, 60, 16, 3
+STEPS_PER_EPOCH = ROWS // BATCH
+
+
+def data():
+    rng = np.random.default_rng(4)
+    x = (rng.random((ROWS, WIDTH)) < 0.08) * rng.standard_normal((ROWS, WIDTH))
+    x[:, -6:] = 0  # features no row has: their table rows must never move
+    return cast_storage(x.astype(np.float32), "csr"), \
+        (rng.random((ROWS, 1)) < 0.5).astype(np.float32)
+
+
+def factorization_machine():
+    """MXNet's example/sparse factorization machine, at a small width."""
+    x = rm.sym.Variable("data", stype="csr")
+    v = rm.sym.Variable("v", shape=(WIDTH, FACTORS), stype="row_sparse",
+                        init=rm.init.Normal(0.1))
+    w = rm.sym.Variable("w", shape=(WIDTH, 1), stype="row_sparse", init=rm.init.Normal(0.1))
+    w0 = rm.sym.Variable("w0", shape=(1,), init=rm.init.Normal(0.1))
+    w1 = rm.sym.broadcast_add(rm.sym.dot(x, w), w0)
+    bd_sum = rm.sym.dot(rm.sym.square(x), rm.sym._square_sum(v, axis=1, keepdims=True))
+    w_all = rm.sym.Concat(w1, 0.5 * rm.sym.square(rm.sym.dot(x, v)), dim=1)
+    model = rm.sym.sum(w_all, axis=1, keepdims=True) - 0.5 * bd_sum
+    return rm.sym.LogisticRegressionOutput(model, rm.sym.Variable("softmax_label"))
+
+
+def fit(close=None, workers=None, kvstore=None, on_batch=None, epochs=2):
+    x, y = data()
+    rm.random.seed(3)
+    mod = rm.mod.Module(factorization_machine(), workers=workers)
+    if close is not None:
+        close(mod)
+    mod.fit(rm.io.NDArrayIter(x, y, batch_size=BATCH, shuffle=True, seed=1), num_epoch=epochs,
+            optimizer="adam", optimizer_params={"learning_rate": 0.05, "wd": 1e-3},
+            kvstore=kvstore, batch_end_callback=on_batch, eval_metric="mse")
+    return mod, {k: np.array(v) for k, v in mod.get_params()[0].items()}
+
+
+@pytest.fixture(scope="module")
+def reference():
+    mod, params = fit()
+    return params
+
+
+def assert_close(a, b, tol=1e-5):
+    for name in a:
+        err = np.abs(a[name] - b[name]).max() / max(np.abs(a[name]).max(), 1e-3)
+        assert err < tol, f"{name}: max relative difference {err:.2e}"
+
+
+def test_two_workers_two_shards_follow_the_one_process_run(close_modules, reference):
+    kv = rm.kv.DistKVStore("dist_sync", num_servers=2)
+    mod, got = fit(close_modules, workers=2, kvstore=kv)
+    assert kv.layout.is_table("v") and kv.layout.is_table("w")
+    assert [s for s, _, _ in kv.layout.table_ranges("v")] == [0, 1]
+    assert_close(reference, got)
+    # lazy updates: rows of features no batch holds keep their initial values
+    rm.random.seed(3)
+    start = rm.mod.Module(factorization_machine())
+    start.bind([("data", (BATCH, WIDTH))], [("softmax_label", (BATCH, 1))])
+    start.init_params()
+    np.testing.assert_array_equal(got["v"][-6:], start.get_params()[0]["v"][-6:])
+
+
+def test_a_worker_and_a_server_killed_keep_the_trajectory(close_modules, reference):
+    kv = rm.kv.DistKVStore("dist_sync", num_servers=2)
+    killed = []
+
+    def on_batch(param):
+        step = param.epoch * STEPS_PER_EPOCH + param.nbatch
+        pool = param.locals["self"]._pool
+        if step == 4:  # a worker, between steps
+            rank = sorted(pool.workers)[0]
+            ray.kill(pool.workers[rank], no_restart=True)
+            killed.append(("worker", rank))
+        if step == 12:  # a server shard: restored from the snapshot, steps replayed
+            server = kv.servers[1]
+            ray.kill(server, no_restart=True)
+            wait_until_dead(server)
+            killed.append(("server", 1))
+
+    mod, got = fit(close_modules, workers=rm.Workers(2, 3), kvstore=kv, on_batch=on_batch)
+    assert [k for k, _ in killed] == ["worker", "server"]
+    events = [e["event"] for e in mod._pool.events]
+    assert "lost" in events
+    assert_close(reference, got)
+
+
+def test_workers_pull_only_the_rows_their_slices_read(close_modules):
+    """A table of 200,000 rows of which a batch reads a few: the worker's copy holds those
+    rows only, and the step's pushes carry only them."""
+    rows = 200_000
+    ids = rm.sym.Variable("ids")
+    table = rm.sym.Variable("table", shape=(rows, 8), stype="row_sparse",
+                            init=rm.init.Normal(0.1))
+    net = rm.sym.LinearRegressionOutput(
+        rm.sym.sum(rm.sym.Embedding(ids, table, input_dim=rows, output_dim=8,
+                                    sparse_grad=True), axis=1), name="out")
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, rows, (64, 5)).astype(np.float32)
+    y = rng.standard_normal((64, 8)).astype(np.float32)
+    mod = rm.mod.Module(net, data_names=["ids"], label_names=["out_label"], workers=2)
+    close_modules(mod)
+    mod.fit(rm.io.NDArrayIter(x, y, batch_size=32, data_name="ids", label_name="out_label"),
+            num_epoch=1, optimizer="sgd", kvstore="dist_sync")
+    held = ray.get([w.__ray_call__.remote(
+        lambda self: [len(a[0].indices) for n, a in zip(self.root.param_names,
+                                                        self.root.param_arrays)
+                      if n == "table"][0]) for w in mod._pool.workers.values()])
+    assert all(0 < h <= 5 * 16 for h in held), held  # one slice of 16 rows x 5 ids
