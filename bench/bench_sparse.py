@@ -211,9 +211,7 @@ def section_table(rm, args) -> list[dict]:
     import ray
     from raymod.sparse import RowSparseArray
     rows, dim, batch = args.table_rows, 64, 8192
-    kv = rm.kv.create("dist_sync") if False else None  # noqa: F841 (num_servers below)
-    from raymod.kvstore.dist import DistKVStore
-    kv = DistKVStore("dist_sync", num_servers=2)
+    kv = rm.kv.DistKVStore("dist_sync", num_servers=2)
     kv.set_optimizer(rm.optimizer.Adam(learning_rate=0.01))
     t0 = time.perf_counter()
     kv.init("embed", RowSparseArray.empty((rows, dim)))
@@ -227,7 +225,7 @@ def section_table(rm, args) -> list[dict]:
     times, pulled, pushed = [], [], []
     for step in range(args.steps):
         ids = (np.minimum(rng.zipf(1.05, batch), rows) - 1).astype(np.float32)
-        kv.reset_bytes() if hasattr(kv, "reset_bytes") else None
+        kv.row_traffic(reset=True)
         t = time.perf_counter()
         kv.row_sparse_pull("embed", out=ex.arg_dict["embed"], row_ids=ids.astype(np.int64))
         ex.arg_dict["ids"][...] = ids
@@ -236,8 +234,9 @@ def section_table(rm, args) -> list[dict]:
         kv.push("embed", ex.grad_dict["embed"])
         if step:
             times.append(time.perf_counter() - t)
-        pulled.append(getattr(kv, "bytes_pulled", 0))
-        pushed.append(getattr(kv, "bytes_pushed", 0))
+        moved = kv.row_traffic()
+        pulled.append(moved["pulled"])
+        pushed.append(moved["pushed"])
     servers = [ray.get(s.__ray_call__.remote(lambda self: os.getpid())) for s in kv.servers]
     recs = [emit(section="table", rows=rows, dim=dim, table_gb=round(rows * dim * 4 / 1e9, 2),
                  shards=2, batch_ids=batch, init_s=round(init_s, 2),

@@ -163,7 +163,7 @@ class DistKVStore(KVStoreBase):
         value : ndarray or list of ndarray
         """
         values = self._one_value_each(key, value)
-        tables = {k: _host_dense(v) for k, v in values.items() if self.layout.is_table(k)
+        tables = {k: v for k, v in values.items() if self.layout.is_table(k)
                   or (k not in self.layout.keys and isinstance(v, RowSparseArray))}
         values = {k: _host_dense(v) for k, v in values.items() if k not in tables}
         fresh = {k: v for k, v in values.items() if k not in self.layout.keys}
@@ -185,19 +185,21 @@ class DistKVStore(KVStoreBase):
         self.writes += 1
 
     def _init_tables(self, tables: dict) -> list:
-        """Server calls that create the tables ``{key: dense host value}`` (a known table
-        is overwritten), one per shard holding rows of each."""
+        """Server calls that create the tables ``{key: value}`` (a known table is
+        overwritten), one per shard holding rows of each. Each shard gets its rows of the
+        value: a row_sparse value's held rows only (a table of zeros costs no transfer)."""
         calls = []
-        for k, dense in tables.items():
-            if k in self.layout.keys:
-                self._check_known(k, [dense], "init")
-                calls += [self.servers[s].write_table.remote(k, dense[lo:hi])
-                          for s, lo, hi in self.layout.table_ranges(k)]
-                continue
-            ranges = self.layout.add_table(k, dense.shape, dense.dtype)
+        for k, value in tables.items():
+            known = k in self.layout.keys
+            if known:
+                self._check_known(k, [value], "init")
+            else:
+                self.layout.add_table(k, value.shape, value.dtype)
             index = self.layout.keys[k][2]
-            calls += [self.servers[s].add_table.remote(k, index, lo, hi, dense[lo:hi])
-                      for s, lo, hi in ranges]
+            for s, lo, hi in self.layout.table_ranges(k):
+                part = _rows_in(value, lo, hi)
+                calls.append(self.servers[s].write_table.remote(k, part) if known else
+                             self.servers[s].add_table.remote(k, index, lo, hi, part))
         return calls
 
     def add_correction_keys(self, pairs: dict) -> None:
@@ -781,6 +783,16 @@ def _to_like(target: Any, value: np.ndarray) -> Any:
 def _on_device_of(target: Any, value: np.ndarray) -> Any:
     """``value`` itself for a host ``target``, else a copy on ``target``'s device."""
     return value if isinstance(target, np.ndarray) else _to_like(target, value)
+
+
+def _rows_in(value: Any, lo: int, hi: int) -> Any:
+    """Rows ``[lo, hi)`` of an init value, renumbered from 0: a dense slice, or for a
+    row_sparse value (not holding every row) the held rows among them."""
+    if not isinstance(value, RowSparseArray) or value.is_full:
+        return _host_dense(value)[lo:hi]
+    a, b = np.searchsorted(as_numpy(value.indices), [lo, hi])
+    return RowSparseArray(as_numpy(value.data[a:b]), as_numpy(value.indices[a:b]) - lo,
+                          (hi - lo,) + tuple(value.shape[1:]), check=False)
 
 
 def _host_dense(value: Any) -> np.ndarray:

@@ -253,15 +253,26 @@ class KVServer:
 
     # ---- row_sparse tables --------------------------------------------------------------------
     @_mirrored
-    def add_table(self, key: Any, index: int, lo: int, hi: int, values: np.ndarray) -> None:
+    def add_table(self, key: Any, index: int, lo: int, hi: int, values: Any) -> None:
         """Hold rows ``[lo, hi)`` of a new row_sparse table ``key``: ``values``, a dense
-        ``(hi - lo,) + shape[1:]`` array (copied)."""
-        self.tables[key] = Table(index, lo, hi, values).copied()
+        ``(hi - lo,) + shape[1:]`` array (copied), or a row_sparse one over those rows
+        (zeros where it holds none)."""
+        if isinstance(values, RowSparseArray):
+            table = Table(index, lo, hi, np.zeros(values.shape, values.dtype))
+            table.values[values.indices] = values.data
+            self.tables[key] = table
+        else:
+            self.tables[key] = Table(index, lo, hi, values).copied()
 
     @_mirrored
-    def write_table(self, key: Any, values: np.ndarray) -> None:
-        """Overwrite this shard's rows of table ``key`` (init of a known table)."""
-        self.tables[key].values[...] = values
+    def write_table(self, key: Any, values: Any) -> None:
+        """Overwrite this shard's rows of table ``key`` (init of a known table): with a
+        dense array, or a row_sparse one (zeros where it holds none)."""
+        target = self.tables[key].values
+        if isinstance(values, RowSparseArray):
+            assign_rows(target, values)
+        else:
+            target[...] = values
 
     @_locked
     def read_rows(self, key: Any, ids: np.ndarray) -> np.ndarray:

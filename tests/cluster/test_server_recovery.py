@@ -97,7 +97,9 @@ def test_server_lost_after_fit_is_restored_for_get_params(close_modules, referen
     """get_params after the server died: restored from the last snapshot, the steps since
     replayed, so the values read are the trained ones."""
     mod, _ = fit(close_modules, workers=rm.Workers(2, run_ahead=run_ahead))
-    ray.kill(mod._kvstore.servers[0], no_restart=True)
+    server = mod._kvstore.servers[0]
+    ray.kill(server, no_restart=True)
+    wait_until_dead(server)  # ray.kill is asynchronous: a read right after may be answered
     # what Module.get_params calls when the workers have trained since the last read
     args, aux = {}, {}
     mod._exec_group.get_params(args, aux)
