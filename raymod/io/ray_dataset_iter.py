@@ -15,9 +15,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
-from .arrow_iter import (ColumnRows, _as_columns, _input_names, _per_row_shape_and_type,
-                         column_to_numpy)
-from .base import DeferredRows, RowReader, check_rows, contiguous_range
+from ..sparse import CSRArray
+from .arrow_iter import (ColumnRows, SparseSpecs, _as_columns, _input_names,
+                         _per_row_shape_and_type, batch_descs, column_to_numpy, input_arrays,
+                         sparse_desc, sparse_specs, vstack_csr)
+from .base import DataDesc, DeferredRows, RowReader, check_rows, contiguous_range
 from .sampler import RowIter
 
 __all__ = ["RayDatasetIter", "BlockReader"]
@@ -68,15 +70,24 @@ class BlockReader(RowReader):
         The columns forming the data and label inputs.
     dtype : numpy dtype, optional
         Cast every column to this type when its block is loaded.
+    sparse : dict, optional
+        Columns that give csr arrays, as :func:`~raymod.io.arrow_iter.sparse_specs`
+        returns them (``{ids_column: (values_column, width)}``).
+    sparse_dtypes : dict, optional
+        The value type of each of those csr arrays.
     """
 
     def __init__(self, refs: list, offsets: np.ndarray, data_columns: list[str],
-                 label_columns: list[str], dtype: Any = None):
+                 label_columns: list[str], dtype: Any = None,
+                 sparse: SparseSpecs | None = None,
+                 sparse_dtypes: Mapping[str, Any] | None = None):
         self.refs = list(refs)
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.data_columns, self.label_columns = list(data_columns), list(label_columns)
         self.dtype = dtype
-        self._blocks: dict[int, dict[str, np.ndarray]] = {}
+        self.sparse = dict(sparse or {})
+        self.sparse_dtypes = dict(sparse_dtypes or {})
+        self._blocks: dict[int, dict[str, Any]] = {}  # numpy or csr arrays
         #: how many blocks this process fetched (the driver's stays 0 in worker training)
         self.blocks_fetched = 0
 
@@ -93,13 +104,10 @@ class BlockReader(RowReader):
         if not missing:
             return
         import ray
-        columns = list(dict.fromkeys(self.data_columns + self.label_columns))
+        columns = self.data_columns + self.label_columns
         for b, table in zip(missing, ray.get([self.refs[b] for b in missing])):
-            arrays = {}
-            for column in columns:
-                arr = _block_column(table, column)
-                arrays[column] = arr if self.dtype is None else arr.astype(self.dtype,
-                                                                             copy=False)
+            arrays = input_arrays(table, columns, self.sparse, self.sparse_dtypes, self.dtype,
+                                  _block_column)
             if len(table) != self.offsets[b + 1] - self.offsets[b]:
                 raise RuntimeError(f"block {b} has {len(table)} rows, "
                                    f"{self.offsets[b + 1] - self.offsets[b]} expected")
@@ -121,8 +129,15 @@ class BlockReader(RowReader):
         local = rows - self.offsets[block_of]
         per_block = [(b, block_of == b) for b in needed]
 
-        def gather(column: str) -> np.ndarray:
+        def gather(column: str) -> Any:
             first = self._blocks[needed[0]][column]
+            if isinstance(first, CSRArray):
+                # each block's rows, stacked block after block, then put in the asked order
+                parts = [self._blocks[b][column].take_rows(local[mask]) for b, mask in per_block]
+                stacked_at = np.concatenate([np.flatnonzero(mask) for _, mask in per_block])
+                where = np.empty(rows.size, np.int64)
+                where[stacked_at] = np.arange(rows.size)
+                return vstack_csr(parts).take_rows(where)
             out = np.empty((rows.size,) + first.shape[1:], dtype=first.dtype)
             for b, mask in per_block:
                 out[mask] = self._blocks[b][column][local[mask]]
@@ -156,6 +171,11 @@ class RayDatasetIter(DeferredRows, ColumnRows, RowIter):
         ``'softmax_label'`` for a single column).
     dtype : numpy dtype, optional
         Cast every selected column to this type when a block is read.
+    sparse : dict, optional
+        List columns of column ids that give :class:`~raymod.sparse.CSRArray` inputs,
+        ``{ids_column: (values_column, width)}`` (or ``(None, width)`` / ``width`` for
+        values 1), as in :class:`~raymod.io.ArrowIter`; each block's rows become one csr
+        array when the block is read.
 
     Notes
     -----
@@ -181,7 +201,7 @@ class RayDatasetIter(DeferredRows, ColumnRows, RowIter):
                  last_batch_handle: str = "pad",
                  data_name: str | Mapping[str, str] | None = "data",
                  label_name: str | Mapping[str, str] | None = "softmax_label",
-                 dtype: Any = None):
+                 dtype: Any = None, sparse: Mapping[str, Any] | None = None):
         import ray
         import ray.data
         if not isinstance(dataset, ray.data.Dataset):
@@ -192,7 +212,8 @@ class RayDatasetIter(DeferredRows, ColumnRows, RowIter):
         if not self.data_columns:
             raise ValueError("RayDatasetIter needs at least one data column")
         self.dtype = None if dtype is None else np.dtype(dtype)
-        columns = list(dict.fromkeys(self.data_columns + self.label_columns))
+        self._sparse = sparse_specs(sparse, self.data_columns + self.label_columns)
+        columns = self._columns_to_read()
         names = list(dataset.columns())
         missing = [c for c in columns if c not in names]
         if missing:
@@ -210,7 +231,11 @@ class RayDatasetIter(DeferredRows, ColumnRows, RowIter):
             raise TypeError(f"RayDatasetIter needs Arrow blocks; the dataset's schema is "
                             f"{type(schema).__name__}")
         self._descs = {}
-        for column in columns:
+        for column in dict.fromkeys(self.data_columns + self.label_columns):
+            if column in self._sparse:
+                self._descs[column] = sparse_desc(schema, column, self._sparse[column],
+                                                  self.dtype)
+                continue
             shape, np_type = _column_desc(schema.field(column).type, column)
             self._descs[column] = (shape, self.dtype or np_type)
         refs = self.dataset.to_arrow_refs()
@@ -218,7 +243,7 @@ class RayDatasetIter(DeferredRows, ColumnRows, RowIter):
         rows = ray.get([count.remote(ref) for ref in refs])  # ints only reach the driver
         offsets = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)])
         self._reader = BlockReader(refs, offsets, self.data_columns, self.label_columns,
-                                   self.dtype)
+                                   self.dtype, self._sparse, self._sparse_dtypes())
         self._init_sampler(batch_size, shuffle, last_batch_handle, seed)
 
     def __getstate__(self) -> dict:
@@ -237,6 +262,17 @@ class RayDatasetIter(DeferredRows, ColumnRows, RowIter):
     def reader(self) -> BlockReader:
         """What Ray workers read rows with: the block references, never the rows."""
         return self._reader
+
+    @property
+    def provide_data(self) -> list[DataDesc]:
+        """Descriptors of one batch of each data input (batch axis first; csr inputs say
+        so in ``stype``)."""
+        return batch_descs(self.batch_size, self.data_descs)
+
+    @property
+    def provide_label(self) -> list[DataDesc]:
+        """Descriptors of one batch of each label input (batch axis first)."""
+        return batch_descs(self.batch_size, self.label_descs)
 
     @property
     def blocks_fetched(self) -> int:
