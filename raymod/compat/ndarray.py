@@ -5,6 +5,8 @@ scripts call. Viewing is free (no copy) and numpy keeps the subclass through ari
 slicing and reductions, so ``(out * 2)[0].asnumpy()`` works. :func:`wrap` views raymod's
 results (plain numpy arrays, in lists, tuples and dicts) this way; nothing else changes.
 Arrays on a GPU context are CuPy arrays viewed the same way (CuPy supports subclassing).
+raymod's sparse arrays are wrapped as :mod:`raymod.compat.sparse`'s ``CSRNDArray`` and
+``RowSparseNDArray``, which count as NDArrays (``isinstance(x, NDArray)``), as in MXNet.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..context import Context, as_numpy, context_of, current_context
+from ..sparse._common import SparseBase
 from .errors import not_supported
 
 __all__ = ["NDArray", "wrap", "is_array"]
@@ -44,14 +47,31 @@ class _Surface:
 
     @property
     def stype(self) -> str:
-        """Storage type: always ``'default'`` (dense)."""
+        """Storage type: ``'default'`` (dense)."""
         return "default"
 
     def tostype(self, stype: str) -> Any:
-        """Only ``'default'`` (the array itself): sparse storage is not supported."""
-        if stype != "default":
-            raise not_supported(f"NDArray.tostype({stype!r})", "sparse storage")
-        return self
+        """The array stored as ``stype``: ``'default'`` (the array itself, as MXNet's
+        ``cast_storage`` to the same storage gives an equal array), ``'csr'`` (2-d only) or
+        ``'row_sparse'`` (a new sparse array holding the non-zero entries / rows).
+
+        Raises
+        ------
+        ValueError
+            For ``'csr'`` of an array that is not 2-d, or an unknown storage type.
+        """
+        if stype == "default":
+            return self
+        from .sparse import STYPE_CLASS  # imports this module
+
+        if stype not in STYPE_CLASS:
+            raise ValueError(f"tostype: unknown storage type {stype!r}; one of 'default', "
+                             "'csr', 'row_sparse'")
+        cls = STYPE_CLASS[stype]
+        dense = self.view(np.ndarray) if isinstance(self, np.ndarray) else \
+            self.view(sys.modules["cupy"].ndarray)
+        # from_dense gathers the non-zeros into new arrays: nothing is shared with self
+        return cls._of(cls._raymod_type.from_dense(dense), getattr(self, "_ctx", None))
 
     def copyto(self, other: Any) -> Any:
         """Copy into ``other`` (an array, returned) or to a new array on ``other`` (a Context)."""
@@ -69,8 +89,13 @@ class _Surface:
                             f"{type(context).__name__}")
         return self if self.context == context else _on(context, self, copy=True)
 
-    def norm(self) -> Any:
-        """The L2 norm of all elements, as a 0-d array."""
+    def norm(self, *args: Any, **kwargs: Any) -> Any:
+        """The L2 norm of all elements, as a 0-d array; with arguments (``ord``, ``axis``,
+        ``keepdims``), the ``norm`` operator's result, as MXNet's ``NDArray.norm``."""
+        if args or kwargs:
+            from .mxnet import ndarray as nd  # the op functions (they import this module)
+
+            return nd.norm(self, *args, **kwargs)
         xp = np if isinstance(self, np.ndarray) else sys.modules["cupy"]
         return xp.sqrt(xp.sum(xp.square(self, dtype=np.float64))).astype(self.dtype)
 
@@ -91,7 +116,25 @@ class _Surface:
         raise not_supported("NDArray.backward", "autograd (mx.autograd)")
 
 
-class NDArray(_Surface, np.ndarray):
+class _ArrayType(type):
+    """NDArray's metaclass: MXNet's sparse arrays are NDArrays too, so scripts that test
+    ``isinstance(x, mx.nd.NDArray)`` accept a ``CSRNDArray``; here those are subclasses of
+    raymod's sparse arrays, not of numpy's, and count through this check."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        if type.__instancecheck__(cls, instance):
+            return True
+        # only NDArray itself, not its subclasses; the cheap test first
+        return cls is NDArray and isinstance(instance, SparseBase) and _is_sparse_nd(instance)
+
+
+def _is_sparse_nd(value: Any) -> bool:
+    from .sparse import BaseSparseNDArray  # imports this module
+
+    return isinstance(value, BaseSparseNDArray)
+
+
+class NDArray(_Surface, np.ndarray, metaclass=_ArrayType):
     """A numpy array with MXNet's NDArray methods; ``isinstance(x, numpy.ndarray)`` holds.
 
     Create one with ``mx.nd.array(...)`` / ``mx.nd.zeros(...)`` or view any numpy array:
@@ -151,7 +194,9 @@ def wrap(value: Any, ctx: Context | None = None) -> Any:
     """``value`` with every numpy/CuPy array in it (lists, tuples, dicts) viewed as NDArray.
 
     ``ctx``, when given, is the context the arrays report (host arrays bound to ``cpu(1)``
-    say so); an array that is already an NDArray is returned as it is.
+    say so); an array that is already an NDArray is returned as it is. A raymod sparse
+    array becomes a ``CSRNDArray`` / ``RowSparseNDArray`` holding that same array, so
+    ``x[:] = batch`` through it fills raymod's holder.
     """
     if is_array(value):
         if isinstance(value, _Surface):
@@ -160,6 +205,10 @@ def wrap(value: Any, ctx: Context | None = None) -> Any:
         if ctx is not None and ctx != context_of(value):
             out._ctx = ctx
         return out
+    if isinstance(value, SparseBase):  # the same raymod array, as CSRNDArray / RowSparseNDArray
+        from .sparse import sparse_view  # imports this module
+
+        return sparse_view(value, ctx)
     if isinstance(value, list):
         return [wrap(v, ctx) for v in value]
     if isinstance(value, tuple) and not hasattr(value, "_fields"):

@@ -25,6 +25,7 @@ from . import legacy_numpy
 from . import workers as _workers
 from .errors import Unsupported
 from .mxnet import stand_in
+from .mxnet import symbol_sparse
 from .ndarray import wrap
 
 __all__ = ["install", "uninstall", "installed", "run", "run_script", "main"]
@@ -50,7 +51,11 @@ MODULES = {
     "mxnet.contrib.svrg_optimization.svrg_module":
         "raymod.compat.mxnet.contrib.svrg_optimization.svrg_module",
     "mxnet.contrib.svrg_optimization.svrg_optimizer": "raymod.optimizer.svrg",
+    "mxnet.ndarray.sparse": "raymod.compat.mxnet.sparse",
+    "mxnet.nd.sparse": "raymod.compat.mxnet.sparse",
     "mxnet.symbol": "raymod.symbol", "mxnet.sym": "raymod.symbol",
+    "mxnet.symbol.sparse": "raymod.compat.mxnet.symbol_sparse",
+    "mxnet.sym.sparse": "raymod.compat.mxnet.symbol_sparse",
     "mxnet.name": "raymod.symbol", "mxnet.attribute": "raymod.symbol",
     "mxnet.metric": "raymod.metric", "mxnet.optimizer": "raymod.optimizer",
     "mxnet.initializer": "raymod.initializer", "mxnet.init": "raymod.initializer",
@@ -68,7 +73,6 @@ MODULES = {
 # whose names raise NotSupportedError naming the feature when used. install() puts these
 # into sys.modules (their parents hand out the same stand-ins as attributes) ...
 _UNSUPPORTED = {"mxnet.gluon": "Gluon (mx.gluon)", "mxnet.autograd": "autograd (mx.autograd)",
-                "mxnet.ndarray.sparse": "sparse storage (mx.nd.sparse)",
                 "mxnet.np": "the NumPy-compatible interface (mx.np)",
                 "mxnet.npx": "the NumPy-compatible interface (mx.npx)"}
 # ... and the finder makes these on import (the import then sets them on their parent); any
@@ -178,6 +182,8 @@ def install() -> None:
         except ModuleNotFoundError as err:
             if err.name != target:
                 raise
+    # mx.sym.sparse / mx.sym._internal as attributes of raymod.symbol (MXNet's op modules)
+    symbol_sparse.attach(sys.modules["mxnet.symbol"])
     for name, feature in _UNSUPPORTED.items():
         sys.modules[name] = stand_in(name, feature)
         # the parent's attribute too: `mx.gluon` may hold a stand-in of an earlier use of

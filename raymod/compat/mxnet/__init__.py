@@ -3,9 +3,11 @@
 Everything that trains is raymod's own object under MXNet's name (``mx.sym`` is ``rm.sym``,
 ``mx.metric`` is ``rm.metric``, ...). The few modules of this package add only MXNet's NDArray
 surface (``.asnumpy()`` and friends, see :mod:`raymod.compat.ndarray`): ``mx.nd`` creates
-arrays, ``mx.io`` and ``mx.mod`` hand out their batches and results as NDArray views, and
-``mx.test_utils`` / ``mx.base`` hold the helpers scripts and tests use. Sparse storage,
-Gluon and autograd raise :class:`~raymod.compat.errors.NotSupportedError` naming the call.
+arrays (``mx.nd.sparse`` sparse ones, see :mod:`raymod.compat.sparse`), ``mx.io`` and
+``mx.mod`` hand out their batches and results as NDArray views, and ``mx.test_utils`` /
+``mx.base`` hold the helpers scripts and tests use. ``mx.sym`` gains MXNet's ``sparse``,
+``_internal`` and ``op`` op modules (:mod:`raymod.compat.mxnet.symbol_sparse`). Gluon and
+autograd raise :class:`~raymod.compat.errors.NotSupportedError` naming the call.
 
 ``raymod run SCRIPT`` (or ``python -m raymod.compat SCRIPT``) makes ``import mxnet`` mean
 this package for one process; see :mod:`raymod.compat.runner`.
@@ -72,6 +74,10 @@ def __getattr__(name: str) -> Any:
         except ModuleNotFoundError as err:
             raise not_supported(f"mx.{name}", f"{SUBMODULES[name]} (this raymod lacks it)") \
                 from err
+        if SUBMODULES[name] == "raymod.symbol":  # mx.sym.sparse, mx.sym._internal, mx.sym.op
+            from .symbol_sparse import attach
+
+            attach(target)
         globals()[name] = target
         return target
     if name in UNSUPPORTED:

@@ -6,12 +6,15 @@ from typing import Any
 import numpy as np
 
 from ...base import MXNetError
+from ..sparse import NotSupportedForSparseNDArray
 
-__all__ = ["MXNetError", "string_types", "numeric_types", "integer_types", "py_str"]
+__all__ = ["MXNetError", "NotSupportedForSparseNDArray", "string_types", "numeric_types",
+           "integer_types", "mx_real_t", "py_str"]
 
 string_types = (str,)
 numeric_types = (float, int, np.generic)
 integer_types = (int, np.integer)
+mx_real_t = np.float32  # MXNet's default element type
 
 
 def py_str(value: bytes | str) -> str:

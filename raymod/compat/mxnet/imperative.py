@@ -19,7 +19,13 @@ generated ``mx.nd`` functions:
   checked the input shapes; auxiliary states are updated in place;
 * the result is an NDArray, or a list of them when the op shows several outputs (as a
   symbol lists them: BatchNorm shows one unless ``output_mean_var``). A result never shares
-  memory with an input (``reshape`` copies, as MXNet's operator does).
+  memory with an input (``reshape`` copies, as MXNet's operator does);
+* sparse inputs (``CSRNDArray``, ``RowSparseNDArray``) reach an op that computes on them as
+  they are (:meth:`~raymod.ops.base.Op.takes_sparse`: ``dot`` with a csr lhs,
+  ``cast_storage``, ``_sparse_retain``, the zero-preserving unary ops on csr, ...); any
+  other op gets them densified and gives dense results, as MXNet's storage fallback. A
+  sparse result comes back as ``CSRNDArray`` / ``RowSparseNDArray``; ``out=`` may be a
+  sparse array, which takes the result in its own storage.
 
 Ops without inputs (``_zeros``, ``_random_uniform``, ``_arange``) run on their ``ctx``
 attribute's device (a Context or ``'gpu(0)'``), else on the current context.
@@ -35,9 +41,16 @@ from ...array_view import plain
 from ...base import MXNetError, ShapeError
 from ...context import Context, context_of, current_context
 from ...ops.base import OPS, REQUIRED, Op, known, merge_shape
+from ...sparse import is_sparse, stype_of
 from ..ndarray import is_array, wrap
+from ..sparse import unwrap
 
 __all__ = ["FUNCTIONS", "function", "get", "invoke", "Namespace", "contrib", "op", "internal"]
+
+
+def _is_input(value: Any) -> bool:
+    """Whether ``value`` is an array an op takes as an input: dense or sparse."""
+    return is_array(value) or is_sparse(value)
 
 
 def _takes_star(op_cls: type[Op]) -> bool:
@@ -55,7 +68,7 @@ def _split_call(op_name: str, op_cls: type[Op], args: tuple, kwargs: dict):
     """``(positional arrays, arrays by name, attributes)`` of one call, by MXNet's signature."""
     if _takes_star(op_cls):
         for i, a in enumerate(args):
-            if not is_array(a):
+            if not _is_input(a):
                 raise TypeError(f"{op_name}: positional argument {i + 1} must be an array (it "
                                 f"takes its inputs as *data; give attributes by keyword), got "
                                 f"{type(a).__name__}")
@@ -73,13 +86,13 @@ def _split_call(op_name: str, op_cls: type[Op], args: tuple, kwargs: dict):
     named, attrs = {}, {}
     for key, value in kwargs.items():
         if key in slots:
-            if value is not None and not is_array(value):
+            if value is not None and not _is_input(value):
                 raise TypeError(f"{op_name}: input {key!r} must be an array, got "
                                 f"{type(value).__name__} (a Python scalar goes into an "
                                 "attribute, e.g. _plus_scalar's 'scalar')")
             if value is not None:
                 named[key] = value
-        elif is_array(value) and not slots:
+        elif _is_input(value) and not slots:
             named[key] = value  # arg0 of a variadic op, a custom op's input by its name
         else:
             attrs[key] = value
@@ -112,7 +125,7 @@ def _device(op_name: str, arrays: list, ctx_attr: Any) -> Context:
     """Where the op runs: the inputs' device (all must share one), else the ``ctx``
     attribute of an op without inputs, else the current context."""
     if arrays:
-        devices = {context_of(a) for a in arrays}
+        devices = {context_of(unwrap(a).data if is_sparse(a) else a) for a in arrays}
         if len(devices) > 1:
             raise MXNetError(f"{op_name}: the inputs are on different devices "
                              f"({', '.join(sorted(map(str, devices)))}); copy them to one")
@@ -142,10 +155,25 @@ def _inferred(op_name: str, op: Op, args: list, aux: list) -> tuple[list, list]:
 
 
 def _unshared(xp, output: Any, inputs: list) -> Any:
-    """``output``, copied if it is a view of an input (MXNet's results are new arrays)."""
-    if any(xp.may_share_memory(output, i) for i in inputs):
+    """``output``, copied if it is (a view of) an input or shares memory with one (MXNet's
+    results are new arrays); sparse arrays are compared by their stored arrays."""
+    held = [p for i in inputs for p in (i._parts() if is_sparse(i) else (i,))]
+    mine = output._parts() if is_sparse(output) else (output,)
+    if any(output is i for i in inputs) or \
+            any(xp.may_share_memory(o, i) for o in mine for i in held):
         return output.copy()
     return output
+
+
+def _op_inputs(op: Op, args: list) -> list:
+    """The arrays the op computes on: plain arrays, and the raymod sparse arrays inside
+    sparse NDArrays when the op takes them as they are, else their dense copies (MXNet's
+    storage fallback)."""
+    inputs = [unwrap(a) if is_sparse(a) else plain(a) for a in args]
+    if any(is_sparse(a) for a in inputs) and \
+            not op.takes_sparse([stype_of(a) for a in inputs]):
+        inputs = [a.todense() if is_sparse(a) else a for a in inputs]
+    return inputs
 
 
 def _store(op_name: str, out: Any, results: list) -> Any:
@@ -155,11 +183,19 @@ def _store(op_name: str, out: Any, results: list) -> Any:
         raise MXNetError(f"{op_name}: out= has {len(targets)} array(s), the op gives "
                          f"{len(results)} output(s)")
     for i, (target, value) in enumerate(zip(targets, results)):
-        if not is_array(target):
+        if not _is_input(target):
             raise TypeError(f"{op_name}: out= must hold arrays, got {type(target).__name__}")
         if tuple(target.shape) != tuple(value.shape):
             raise MXNetError(f"{op_name}: out= array {i} has shape {tuple(target.shape)}, "
                              f"the output has {tuple(value.shape)}")
+        if is_sparse(target) or is_sparse(value):
+            # a sparse out= takes the result in its own storage (a dense result is cast), a
+            # dense one takes a sparse result densified
+            if is_sparse(target):
+                wrap(target)[:] = wrap(value)
+            else:
+                target[...] = unwrap(value).todense()
+            continue
         if isinstance(target, np.ndarray) != isinstance(value, np.ndarray):
             # across host and device: copy explicitly (CuPy converts neither way by itself)
             value = value.get() if isinstance(target, np.ndarray) else \
@@ -188,7 +224,7 @@ def invoke(op_name: str, args: tuple, kwargs: dict) -> Any:
                              f"and attributes (got {out_shapes})")
         extra = {"out_shapes": out_shapes, "out_dtypes": out_dtypes}
     xp = ctx.xp
-    inputs = [plain(a) for a in args_in]
+    inputs = _op_inputs(op, args_in)
     with ctx.scope():
         outs, _ = op.forward(xp, inputs, [plain(a) for a in aux_in], False, **extra)
         shown = [_unshared(xp, o, inputs) for o in outs[:op.num_visible_outputs()]]

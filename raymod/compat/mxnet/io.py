@@ -10,6 +10,7 @@ from ...base import MXNetError
 from ..errors import not_supported
 from ...io import DataBatch, DataDesc, DataIter
 from ...io.base import DeferredBatch
+from ...sparse._common import SparseBase
 from ..ndarray import NDArray, wrap
 
 __all__ = ["DataBatch", "DataDesc", "DataIter", "NDArrayIter", "MNISTIter", "ResizeIter",
@@ -67,21 +68,29 @@ def _native(cls: type) -> type:
 
 
 class _DenseCSR(NDArray):
-    """A LibSVMIter batch: dense here, where MXNet hands out a CSRNDArray; its
-    ``check_format`` has nothing to check."""
+    """A dense LibSVMIter batch (where MXNet hands out a CSRNDArray); its ``check_format``
+    has nothing to check."""
 
     def check_format(self, full_check: bool = True) -> None:
         """A dense array is always well formed."""
 
 
+def _libsvm_array(array: Any) -> Any:
+    """A LibSVMIter batch array as MXNet's: a csr batch as CSRNDArray (same arrays), a
+    dense one as an NDArray that has ``check_format``."""
+    if isinstance(array, SparseBase):
+        return wrap(array)
+    return array.view(_DenseCSR)
+
+
 class _LibSVMBatches:
     def next(self) -> DataBatch:
         batch = super().next()
-        batch.data = [d.view(_DenseCSR) for d in batch.data]
+        batch.data = [_libsvm_array(d) for d in batch.data]
         return batch
 
     def getdata(self) -> list:
-        return [d.view(_DenseCSR) for d in super().getdata()]
+        return [_libsvm_array(d) for d in super().getdata()]
 
 
 ImageRecordIter = _native(_io.ImageRecordIter)

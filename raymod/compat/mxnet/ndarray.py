@@ -9,7 +9,12 @@ raymod registers is an imperative function under its MXNet name(s), as in MXNet
 ``_contrib_<name>`` ops, ``mx.nd.op`` and ``mx.nd._internal``. ``concat``, ``stack``,
 ``split``, ``one_hot``, ``zeros_like`` and ``ones_like`` are those operators too. A name that
 no operator has but numpy does is numpy's function (``mx.nd.cumsum``). Results are NDArrays.
-Sparse storage (``mx.nd.sparse``) and autograd are not provided.
+
+Sparse storage as MXNet's: ``mx.nd.sparse`` (:mod:`raymod.compat.mxnet.sparse`) makes
+``CSRNDArray`` / ``RowSparseNDArray`` arrays, as do ``zeros(..., stype=)``, ``empty(...,
+stype=)``, ``array(scipy_matrix)`` and ``x.tostype('csr')``; the op functions take them (see
+:mod:`raymod.compat.mxnet.imperative` for which ops compute on them as they are), and
+``save`` / ``load`` keep them sparse. Autograd is not provided.
 """
 from __future__ import annotations
 
@@ -21,14 +26,18 @@ import numpy as np
 
 from ... import ndarray_io
 from ... import random as _random
+from ...base import MXNetError
 from ...context import Context, as_numpy
-from ..errors import Unsupported, not_supported
+from ...sparse import is_sparse
+from .. import sparse_io
+from ..errors import not_supported
 from ..ndarray import NDArray, _on, _synchronize, default_ctx, is_array, wrap
+from ..sparse import BaseSparseNDArray, apply_elementwise
 from . import imperative as _imperative
 
 __all__ = ["NDArray", "array", "empty", "zeros", "ones", "full", "arange", "zeros_like",
            "ones_like", "concat", "concatenate", "stack", "split", "one_hot", "save", "load",
-           "load_frombuffer", "waitall", "random", "contrib", "op"]
+           "load_frombuffer", "waitall", "random", "contrib", "op", "sparse"]
 
 _REAL = np.float32  # MXNet's default element type
 
@@ -40,8 +49,12 @@ def _shape(shape: Any) -> tuple:
 def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
     """A new array holding a copy of ``source_array`` on ``ctx``.
 
-    ``dtype`` defaults to the source's when it is an array, else float32 (as in MXNet).
+    ``dtype`` defaults to the source's when it is an array, else float32 (as in MXNet). A
+    sparse source (``CSRNDArray``, ``RowSparseNDArray``, a scipy.sparse matrix) gives a
+    sparse array of that storage (csr for scipy), as ``mx.nd.sparse.array``.
     """
+    if is_sparse(source_array) or hasattr(source_array, "tocsr"):
+        return _sparse().array(source_array, ctx=ctx, dtype=dtype)
     if dtype is None:
         dtype = source_array.dtype if is_array(source_array) else _REAL
     return _on(default_ctx(ctx), source_array, dtype=dtype, copy=True)
@@ -54,13 +67,21 @@ def _filled(fill: Any, shape: Any, ctx: Context | None, dtype: Any) -> NDArray:
     return wrap(out)
 
 
-def empty(shape: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
-    """An array of ``shape`` (contents unspecified; raymod gives zeros), float32 by default."""
+def empty(shape: Any, ctx: Context | None = None, dtype: Any = None,
+          stype: str | None = None) -> NDArray:
+    """An array of ``shape`` (contents unspecified; raymod gives zeros), float32 by default;
+    with ``stype`` ``'csr'`` or ``'row_sparse'``, an empty sparse array."""
+    if stype not in (None, "default"):
+        return _sparse().empty(stype, shape, ctx=ctx, dtype=dtype)
     return _filled(0, shape, ctx, dtype)
 
 
-def zeros(shape: Any, ctx: Context | None = None, dtype: Any = None, **kwargs) -> NDArray:
-    """An array of zeros, float32 by default. ``stype`` other than 'default' is refused."""
+def zeros(shape: Any, ctx: Context | None = None, dtype: Any = None, stype: str | None = None,
+          **kwargs) -> NDArray:
+    """An array of zeros, float32 by default; ``stype`` ``'csr'`` or ``'row_sparse'`` makes
+    it a sparse array holding no values (``mx.nd.sparse.zeros``)."""
+    if stype not in (None, "default"):
+        return _sparse().zeros(stype, shape, ctx=ctx, dtype=dtype, **kwargs)
     _dense_only("mx.nd.zeros", kwargs)
     return _filled(0, shape, ctx, dtype)
 
@@ -93,20 +114,25 @@ def concatenate(arrays: Sequence[Any], axis: int = 0, always_copy: bool = True) 
 
 
 def save(fname: str, data: Any) -> None:
-    """Save an array, a list or a dict of arrays in MXNet's ``.params`` format."""
-    if is_array(data):
+    """Save an array, a list or a dict of arrays in MXNet's ``.params`` format; csr and
+    row_sparse arrays are saved in MXNet's sparse layout (:mod:`raymod.compat.sparse_io`)."""
+    if is_array(data) or is_sparse(data):
         data = [data]
-    ndarray_io.save(fname, data)
+    ndarray_io.atomic_write(fname, sparse_io.dumps(data))
 
 
 def load(fname: str) -> Any:
-    """Load a list or dict of arrays saved by :func:`save` or by MXNet (host arrays)."""
-    return wrap(ndarray_io.load(fname))
+    """Load a list or dict of arrays saved by :func:`save` or by MXNet (host arrays; sparse
+    records as ``CSRNDArray`` / ``RowSparseNDArray``)."""
+    with open(fname, "rb") as f:
+        return wrap(sparse_io.loads(f.read(), repr(str(fname))))
 
 
 def load_frombuffer(buf: bytes) -> Any:
     """Load a list or dict of arrays from the bytes of a ``.params`` file."""
-    return wrap(ndarray_io.load_frombuffer(buf))
+    if not isinstance(buf, (bytes, bytearray, memoryview)):
+        raise TypeError(f"load_frombuffer needs bytes, got {type(buf).__name__}")
+    return wrap(sparse_io.loads(bytes(buf)))
 
 
 def waitall() -> None:
@@ -121,10 +147,16 @@ def _xp(value: Any) -> types.ModuleType:
 
 def _dense_only(call: str, kwargs: dict) -> None:
     stype = kwargs.pop("stype", "default")
-    if stype not in (None, "default"):
-        raise not_supported(f"{call}(stype={stype!r})", "sparse storage")
+    if stype not in (None, "default"):  # MXNet's ones/full take no stype either
+        raise MXNetError(f"{call}: stype={stype!r} is not supported; only 'default'")
     if kwargs:
         raise TypeError(f"{call} got unexpected argument(s) {sorted(kwargs)}")
+
+
+def _sparse() -> types.ModuleType:
+    from . import sparse  # mx.nd.sparse imports this module's functions
+
+    return sparse
 
 
 def _draw(kind: str, a: Any, b: Any, shape: tuple, dtype: Any, xp: types.ModuleType) -> Any:
@@ -138,6 +170,8 @@ def _draw(kind: str, a: Any, b: Any, shape: tuple, dtype: Any, xp: types.ModuleT
         return gen.poisson(a, size=shape).astype(dtype)
     if kind == "exponential":
         return gen.exponential(a, size=shape).astype(dtype)
+    if kind == "gamma":  # shape alpha, scale beta, as MXNet's
+        return (gen.standard_gamma(a, size=shape) * b).astype(dtype)
     draw_dtype = np.float64 if np.dtype(dtype) == np.float64 else np.float32
     if kind == "normal":
         values = gen.standard_normal(size=shape, dtype=draw_dtype) * draw_dtype(b) + a
@@ -148,15 +182,26 @@ def _draw(kind: str, a: Any, b: Any, shape: tuple, dtype: Any, xp: types.ModuleT
 
 def _random_fn(kind: str, first: str, second: str, defaults: tuple, default_dtype: Any):
     def fn(a: Any = defaults[0], b: Any = defaults[1], shape: Any = 1,
-           dtype: Any = default_dtype, ctx: Context | None = None, **kwargs: Any) -> NDArray:
+           dtype: Any = default_dtype, ctx: Context | None = None, out: Any = None,
+           **kwargs: Any) -> NDArray:
         a, b = kwargs.pop(first, a), kwargs.pop(second, b)
         if kwargs:
             raise TypeError(f"random.{fn.__name__} got unexpected argument(s) {sorted(kwargs)}")
+        if out is not None:  # out's shape, dtype and device; a sparse out takes the draw
+            shape, dtype, ctx = out.shape, out.dtype, out.context
         ctx = default_ctx(ctx)
         with ctx.scope():
-            return wrap(_draw(kind, a, b, _shape(shape), dtype, ctx.xp))
+            values = _draw(kind, a, b, _shape(shape), dtype, ctx.xp)
+        if out is None:
+            return wrap(values)
+        if is_sparse(out):
+            wrap(out)[:] = values
+        else:
+            out[...] = values
+        return out
     fn.__doc__ = (f"{kind.capitalize()} samples ({first}, {second}) as an NDArray of "
-                  "``shape`` on ``ctx``, from raymod's generator (``mx.random.seed``).")
+                  "``shape`` on ``ctx`` (or into ``out``, dense or sparse), from raymod's "
+                  "generator (``mx.random.seed``).")
     return fn
 
 
@@ -164,8 +209,8 @@ def _one_parameter_fn(kind: str, name: str, default: float):
     two = _random_fn(kind, name, "_unused", (default, None), _REAL)
 
     def fn(value: Any = default, shape: Any = 1, dtype: Any = _REAL,
-           ctx: Context | None = None, **kwargs: Any) -> NDArray:
-        return two(kwargs.pop(name, value), None, shape, dtype, ctx, **kwargs)
+           ctx: Context | None = None, out: Any = None, **kwargs: Any) -> NDArray:
+        return two(kwargs.pop(name, value), None, shape, dtype, ctx, out, **kwargs)
     fn.__doc__ = (f"{kind.capitalize()} samples ({name}) as an NDArray of ``shape`` on "
                   "``ctx``, from raymod's generator (``mx.random.seed``).")
     return fn
@@ -174,6 +219,7 @@ def _one_parameter_fn(kind: str, name: str, default: float):
 random = types.SimpleNamespace(uniform=_random_fn("uniform", "low", "high", (0.0, 1.0), _REAL),
                                normal=_random_fn("normal", "loc", "scale", (0.0, 1.0), _REAL),
                                randint=_random_fn("integers", "low", "high", (0, 2), np.int32),
+                               gamma=_random_fn("gamma", "alpha", "beta", (1.0, 1.0), _REAL),
                                poisson=_one_parameter_fn("poisson", "lam", 1.0),
                                exponential=_one_parameter_fn("exponential", "scale", 1.0))
 
@@ -200,7 +246,7 @@ def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
     if name == "sparse":
-        return Unsupported("mxnet.ndarray.sparse", "sparse storage")
+        return _sparse()
     operator = _imperative.get(name)  # every registered op, under MXNet's exact name
     if operator is not None:
         return operator
@@ -209,8 +255,22 @@ def __getattr__(name: str) -> Any:
         raise not_supported(f"mx.nd.{name}", "this imperative operator")
 
     def call(*args, **kwargs):
+        if any(isinstance(a, BaseSparseNDArray) for a in args):
+            return _numpy_on_sparse(name, args, kwargs)
         xp = next((_xp(a) for a in args if is_array(a)), np)
         return wrap(getattr(xp, name)(*args, **kwargs))
     call.__name__ = name
-    call.__doc__ = f"numpy's ``{name}`` with an NDArray result."
+    call.__doc__ = (f"numpy's ``{name}`` with an NDArray result (on a sparse array: on its "
+                    "stored values when it keeps 0 at 0, as MXNet's sparse unary ops).")
     return call
+
+
+def _numpy_on_sparse(name: str, args: tuple, kwargs: dict) -> Any:
+    """numpy's function ``name`` with a sparse argument: a one-input ufunc runs on the stored
+    values when it keeps zeros (the storage is kept), else on a dense copy."""
+    fn = getattr(np, name)
+    if isinstance(fn, np.ufunc) and fn.nin == 1 and len(args) == 1:
+        return apply_elementwise(fn, args[0], **kwargs)
+    dense = [a.todense() if isinstance(a, BaseSparseNDArray) else a for a in args]
+    xp = next((_xp(a) for a in dense if is_array(a)), np)
+    return wrap(getattr(xp, name)(*dense, **kwargs))
