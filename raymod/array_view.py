@@ -53,13 +53,17 @@ def keep_bound_plain(keep: bool = True) -> None:
 
 
 def plain(array: Any) -> Any:
-    """The array as its base numpy / CuPy class (a view when it is a subclass such as NDArray).
+    """The array as its base numpy / CuPy class (a view when it is a subclass such as NDArray;
+    the raymod array inside a sparse NDArray).
 
     Kernels compute on these: subclasses would make every intermediate result a subclass
     instance and route indexing through Python.
     """
     if array is None or type(array) is np.ndarray:
         return array
+    unwrap = getattr(type(array), "__raymod_plain__", None)
+    if unwrap is not None:  # a view type around a raymod array (the compat sparse arrays)
+        return unwrap(array)
     if isinstance(array, np.ndarray):
         return array.view(np.ndarray)
     cupy = sys.modules.get("cupy")

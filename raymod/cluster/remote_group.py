@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..array_view import show
+from ..array_view import plain, show
 from ..base import MXNetError
 from ..context import as_numpy
 from ..io import DataDesc
@@ -42,7 +42,7 @@ from ..io.base import contiguous_range
 from ..operator import pack_props
 from ..parallel.executor_group import _desc
 from ..parallel.slicing import batch_axis, split_input_slice, take_slice
-from ..sparse import RowSparseArray
+from ..sparse import RowSparseArray, is_sparse
 from ..symbol.storage import variable_stype
 from ..symbol import Symbol
 from . import moments, snapshots
@@ -427,9 +427,8 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         known = self._source_rows(batch, copy)
         if known is not None:
             return list(SliceTasks(self.group_id, *known, slices))
-        own = np.array if copy else (lambda a: a)
-        data = [own(as_numpy(a)) for a in batch.data]
-        label = [own(as_numpy(a)) for a in (batch.label or [])] if labels else []
+        data = [_on_host(a, copy) for a in batch.data]
+        label = [_on_host(a, copy) for a in (batch.label or [])] if labels else []
         d_axes = [batch_axis(d.layout) for d in self.data_shapes]
         l_axes = [batch_axis(d.layout) for d in self.label_shapes or []]
         return [dict(group=self.group_id, slice=i,
@@ -689,6 +688,14 @@ def _even_slices(batch_size: int, count: int) -> list[slice]:
     return split_input_slice(batch_size, [1] * count)
 
 
+
+
+def _on_host(array: Any, copy: bool) -> Any:
+    """A batch's array as a host array (a csr one stays csr), copied with ``copy``."""
+    array = plain(array)
+    if is_sparse(array):
+        return array.on_host(copy)
+    return np.array(as_numpy(array)) if copy else as_numpy(array)
 
 
 def _store(target: dict, name: str, value: np.ndarray) -> None:

@@ -91,6 +91,10 @@ class BaseSparseNDArray:
     __hash__ = object.__hash__
     _raymod_type: type = SparseBase
 
+    def __raymod_plain__(self) -> Any:
+        """The raymod array inside (what kernels compute on: see ``array_view.plain``)."""
+        return self._base
+
     @classmethod
     def _of(cls, base: Any, ctx: Context | None = None) -> "BaseSparseNDArray":
         """A wrapper of the raymod array ``base`` (no copy; writes reach ``base``)."""

@@ -279,6 +279,10 @@ class OnWorkers(Placement):
     def batch_size(self, mod: Any, kv: Any) -> int:
         return mod._exec_group.bound_batch_size
 
+    def pull_rows(self, mod: Any, pulls: dict) -> None:
+        """Nothing to pull here: each worker pulls the rows its own slice reads, found from
+        the graph, before it computes the slice (see ``Worker._pull_rows``)."""
+
     def update(self, mod: Any) -> None:
         mod._exec_group.update()
 

@@ -46,6 +46,10 @@ class SparseBase:
     def size(self) -> int:
         return int(np.prod(self.shape))
 
+    def _parts(self) -> tuple:
+        """The arrays that make up the array (values first)."""
+        return tuple(getattr(self, name) for name in self._part_names)
+
     @property
     def nbytes(self) -> int:
         """Bytes held: the stored values and their index arrays."""
@@ -70,6 +74,17 @@ class SparseBase:
             return self
         out = self.copy()
         out.data = out.data.astype(dtype, copy=False)
+        return out
+
+    def on_host(self, copy: bool = False):
+        """The same array with host (numpy) parts: itself when they are already there and
+        ``copy`` is False."""
+        if self.xp is np and not copy:
+            return self
+        out = self.copy()
+        for name in self._part_names:
+            part = getattr(out, name)
+            setattr(out, name, part.get() if hasattr(part, "get") else np.asarray(part))
         return out
 
     def asnumpy(self) -> np.ndarray:

@@ -33,6 +33,7 @@ class CSRArray(SparseBase):
     """
 
     stype = "csr"
+    _part_names = ("data", "indices", "indptr")
 
     def __init__(self, data: Any, indices: Any, indptr: Any, shape: tuple, check: bool = True):
         xp = module_of(data)
@@ -106,9 +107,6 @@ class CSRArray(SparseBase):
     @property
     def dtype(self) -> np.dtype:
         return self.data.dtype
-
-    def _parts(self) -> tuple:
-        return (self.data, self.indices, self.indptr)
 
     @property
     def nnz(self) -> int:

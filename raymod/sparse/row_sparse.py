@@ -34,6 +34,7 @@ class RowSparseArray(SparseBase):
     """
 
     stype = "row_sparse"
+    _part_names = ("data", "indices")
 
     def __init__(self, data: Any, indices: Any, shape: tuple, check: bool = True):
         xp = module_of(data)
@@ -88,9 +89,6 @@ class RowSparseArray(SparseBase):
     @property
     def dtype(self) -> np.dtype:
         return self.data.dtype
-
-    def _parts(self) -> tuple:
-        return (self.data, self.indices)
 
     def table(self):
         """The dense array of every row, when every row is held (the executor's copy of a
