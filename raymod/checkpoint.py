@@ -13,7 +13,10 @@ from typing import Any, Mapping
 
 from . import ndarray_io
 from .base import MXNetError
+from .context import as_numpy
+from .sparse import RowSparseArray, is_sparse
 from .symbol import load as load_symbol
+from .symbol.storage import variable_stype
 
 _LOG = logging.getLogger(__name__)
 
@@ -36,10 +39,17 @@ def states_file(prefix: str, epoch: int) -> str:
     return "%s-%04d.states" % (prefix, epoch)
 
 
-def params_dict(arg_params: Mapping[str, Any] | None,
-                aux_params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """One dict with ``arg:``/``aux:`` prefixed names, as a ``.params`` file stores them."""
-    saved = {f"arg:{k}": v for k, v in (arg_params or {}).items()}
+def params_dict(arg_params: Mapping[str, Any] | None, aux_params: Mapping[str, Any] | None,
+                symbol: Any = None) -> dict[str, Any]:
+    """One dict with ``arg:``/``aux:`` prefixed names, as a ``.params`` file stores them.
+
+    With ``symbol``, a parameter whose variable is row_sparse is stored as MXNet stores it:
+    a row_sparse record holding every row (so MXNet loads it as a RowSparseNDArray).
+    """
+    tables = set() if symbol is None else {
+        n.name for n in symbol.topo() if n.is_variable and variable_stype(n) == "row_sparse"}
+    saved = {f"arg:{k}": RowSparseArray.full(as_numpy(v)) if k in tables else v
+             for k, v in (arg_params or {}).items()}
     saved.update({f"aux:{k}": v for k, v in (aux_params or {}).items()})
     return saved
 
@@ -63,7 +73,9 @@ def split_params(saved: Mapping[str, Any] | list, source: str) -> tuple[dict, di
         if not sep or kind not in ("arg", "aux"):
             raise MXNetError(f"invalid parameter file {source}: entry {key!r} does not start "
                              "with 'arg:' or 'aux:'")
-        (arg_params if kind == "arg" else aux_params)[name] = value
+        # a row_sparse record (MXNet's tables) becomes the dense host array raymod keeps
+        (arg_params if kind == "arg" else aux_params)[name] = \
+            value.todense() if is_sparse(value) else value
     return arg_params, aux_params
 
 
@@ -89,7 +101,7 @@ def save_checkpoint(prefix: str, epoch: int, symbol: Any, arg_params: Mapping[st
     if symbol is not None:
         ndarray_io.atomic_write(symbol_file(prefix), symbol.tojson())
     name = params_file(prefix, epoch)
-    ndarray_io.save(name, params_dict(arg_params, aux_params))
+    ndarray_io.save(name, params_dict(arg_params, aux_params, symbol))
     _LOG.info('Saved checkpoint to "%s"', name)
 
 

@@ -17,8 +17,9 @@ In V2 (MXNet's legacy shape semantics) a shape with ndim 0 or a zero dimension m
 "no array" and the record stops after the shape. So a file holding a 0-d or zero-size
 array is written all in V3, as ``mx.npx.save`` does (MXNet reads it with ``mx.npx.load``,
 not ``mx.nd.load``, and refuses files that mix V2 and V3); any other file is all V2,
-readable by ``mx.nd.load``. Reading never executes anything: a malformed file raises
-:class:`~raymod.base.MXNetError`.
+readable by ``mx.nd.load``. csr and row_sparse arrays are MXNet's sparse records (storage
+type 2 / 1, see :mod:`raymod.sparse.io`), which MXNet reads in V2 only. Reading never executes
+anything: a malformed file raises :class:`~raymod.base.MXNetError`.
 """
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ import tempfile
 from typing import Any, Mapping
 
 import numpy as np
+
+from .array_view import plain
+from .sparse import is_sparse
 
 from .base import MXNetError
 from .context import as_numpy
@@ -52,8 +56,12 @@ def _flag_of(dtype: np.dtype) -> int | None:
 
 # ---- writing -------------------------------------------------------------------------------
 
-def _host(value: Any, where: str) -> np.ndarray:
-    """``value`` as a host numpy array whose dtype MXNet can store."""
+def _host(value: Any, where: str) -> Any:
+    """``value`` as a host numpy array whose dtype MXNet can store (a sparse array as the
+    raymod array it is)."""
+    value = plain(value)
+    if is_sparse(value):
+        return value
     if isinstance(value, np.generic):
         value = np.asarray(value)
     if not (hasattr(value, "shape") and hasattr(value, "dtype")):
@@ -91,10 +99,15 @@ def _encode(data: Any) -> bytes:
         names, arrays = [], [_host(v, f"item {i}") for i, v in enumerate(data)]
     else:
         names, arrays = [], [_host(data, "data")]
+    from .sparse.io import encode_record
     parts = [struct.pack("<QQQ", LIST_MAGIC, 0, len(arrays))]
     # MXNet loads a file only if all its records share one shape semantics
-    magic = V3_MAGIC if any(_needs_v3(a) for a in arrays) else V2_MAGIC
-    parts += [_record(a, magic) for a in arrays]
+    dense = [a for a in arrays if not is_sparse(a)]
+    magic = V3_MAGIC if any(_needs_v3(a) for a in dense) else V2_MAGIC
+    if magic == V3_MAGIC and len(dense) < len(arrays):
+        raise MXNetError("save: a 0-d or zero-size dense array needs MXNet's V3 layout, in "
+                         "which sparse arrays cannot be saved; save them to separate files")
+    parts += [encode_record(a, magic) if is_sparse(a) else _record(a, magic) for a in arrays]
     parts.append(struct.pack("<Q", len(names)))
     for name in names:
         raw = name.encode("utf-8")
@@ -187,10 +200,15 @@ def _read_record(r: _Reader, index: int) -> np.ndarray:
     if magic not in (V2_MAGIC, V3_MAGIC):
         raise r.fail(f"array {index} has magic 0x{magic:08X}, expected 0x{V2_MAGIC:08X} (V2) or "
                      f"0x{V3_MAGIC:08X} (V3); files from MXNet before 0.9 are not supported")
-    stype, ndim = r.unpack("<ii", f"header of array {index}")
+    (stype,) = r.unpack("<i", f"storage type of array {index}")
+    if stype in (1, 2):  # row_sparse, csr
+        from .sparse.io import decode_record
+        out = decode_record(r, stype, magic, index)
+        return np.empty((0,), np.float32) if out is None else out
     if stype != 0:
-        raise r.fail(f"array {index} has storage type {stype}; only dense arrays (0) are "
-                     "supported, raymod has no sparse storage")
+        raise r.fail(f"array {index} has storage type {stype}; known: 0 (dense), "
+                     "1 (row_sparse), 2 (csr)")
+    (ndim,) = r.unpack("<i", f"ndim of array {index}")
     if ndim == -1 and magic == V3_MAGIC:
         return np.empty((0,), np.float32)  # an unknown-shape ("none") array
     if not 0 <= ndim <= _MAX_NDIM:

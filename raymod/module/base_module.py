@@ -867,7 +867,8 @@ class BaseModule:
             Output path (written atomically).
         """
         arg_params, aux_params = self.get_params()
-        ndarray_io.save(fname, params_dict(arg_params, aux_params))
+        ndarray_io.save(fname, params_dict(arg_params, aux_params,
+                                           getattr(self, "_symbol", None)))
 
     def load_params(self, fname: str) -> None:
         """Load parameters from a ``.params`` file written by :meth:`save_params` or MXNet.

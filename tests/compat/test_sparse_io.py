@@ -1,4 +1,4 @@
-"""csr / row_sparse arrays in MXNet's .params layout (raymod.compat.sparse_io), and
+"""csr / row_sparse arrays in MXNet's .params layout (raymod.sparse.io), and
 mx.nd.save / mx.nd.load of them."""
 import struct
 
@@ -7,7 +7,8 @@ import pytest
 
 import raymod.compat.mxnet as mx
 from raymod.base import MXNetError
-from raymod.compat import sparse_io
+from raymod import ndarray_io
+from raymod.sparse import io as sparse_io
 from raymod.compat.sparse import CSRNDArray, RowSparseNDArray
 from raymod.ndarray_io import _Reader
 from raymod.sparse import CSRArray, RowSparseArray
@@ -89,17 +90,17 @@ def test_malformed_records_raise_mxnet_error(record, message):
 
 def test_files_mix_dense_and_sparse(tmp_path):
     dense = np.arange(6, dtype=np.float32).reshape(2, 3)
-    raw = sparse_io.dumps({"a": csr(), "b": dense, "c": rsp()})
+    raw = ndarray_io.dumps({"a": csr(), "b": dense, "c": rsp()})
     assert raw[:24] == struct.pack("<QQQ", 0x112, 0, 3)
     assert CSR_RECORD in raw and RSP_RECORD in raw
-    back = sparse_io.loads(raw)
+    back = ndarray_io.load_frombuffer(raw)
     assert list(back) == ["a", "b", "c"] and type(back["a"]) is CSRArray
     np.testing.assert_array_equal(back["b"], dense)
-    assert sparse_io.loads(sparse_io.dumps([dense]))[0].tolist() == dense.tolist()
+    assert ndarray_io.load_frombuffer(ndarray_io.dumps([dense]))[0].tolist() == dense.tolist()
     with pytest.raises(MXNetError, match="V3"):
-        sparse_io.dumps([np.float32(1.0), csr()])  # a 0-d array needs V3, sparse needs V2
+        ndarray_io.dumps([np.float32(1.0), csr()])  # a 0-d array needs V3, sparse needs V2
     with pytest.raises(MXNetError, match="unexpected bytes"):
-        sparse_io.loads(raw + b"\0")
+        ndarray_io.load_frombuffer(raw + b"\0")
 
 
 def test_nd_save_and_load_keep_sparse_classes(tmp_path):

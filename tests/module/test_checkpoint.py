@@ -102,7 +102,8 @@ def _patched(offset, fmt, value):
     (_good_bytes()[:-3], "truncated"),
     (_good_bytes() + b"\0", "unexpected bytes"),
     (_patched(24, "<I", 0xDEADBEEF), "magic 0xDEADBEEF"),
-    (_patched(28, "<i", 1), "storage type 1"),
+    (_patched(28, "<i", 5), "storage type 5"),
+    (_patched(28, "<i", 1), "array 0"),  # a dense record read as row_sparse: malformed
     (_patched(32, "<i", 99), "ndim 99"),
     (_patched(60, "<i", 12), "dtype flag 12"),
     (_patched(16, "<Q", 1 << 40), "more than the file can hold"),

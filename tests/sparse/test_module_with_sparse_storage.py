@@ -115,6 +115,11 @@ def test_checkpoint_of_a_row_sparse_model_resumes(tmp_path, data):
     loaded = rm.mod.Module.load(prefix, 1)
     loaded.bind([("data", (BATCH, WIDTH))], [("softmax_label", (BATCH,))])
     np.testing.assert_allclose(weight(loaded), weight(mod))
+    # stored as MXNet stores a row_sparse parameter: a row_sparse record of every row
+    saved = rm.ndarray_io.load(prefix + "-0001.params")
+    assert isinstance(saved["arg:weight"], RowSparseArray)
+    np.testing.assert_array_equal(saved["arg:weight"].indices, np.arange(WIDTH))
+    assert isinstance(saved["arg:bias"], np.ndarray)
 
 
 def test_csr_batches_refuse_bad_indices():

@@ -29,7 +29,6 @@ from ... import random as _random
 from ...base import MXNetError
 from ...context import Context, as_numpy
 from ...sparse import is_sparse
-from .. import sparse_io
 from ..errors import not_supported
 from ..ndarray import NDArray, _on, _synchronize, default_ctx, is_array, wrap
 from ..sparse import BaseSparseNDArray, apply_elementwise
@@ -115,24 +114,23 @@ def concatenate(arrays: Sequence[Any], axis: int = 0, always_copy: bool = True) 
 
 def save(fname: str, data: Any) -> None:
     """Save an array, a list or a dict of arrays in MXNet's ``.params`` format; csr and
-    row_sparse arrays are saved in MXNet's sparse layout (:mod:`raymod.compat.sparse_io`)."""
+    row_sparse arrays are saved in MXNet's sparse layout (:mod:`raymod.sparse.io`)."""
     if is_array(data) or is_sparse(data):
         data = [data]
-    ndarray_io.atomic_write(fname, sparse_io.dumps(data))
+    ndarray_io.atomic_write(fname, ndarray_io.dumps(data))
 
 
 def load(fname: str) -> Any:
     """Load a list or dict of arrays saved by :func:`save` or by MXNet (host arrays; sparse
     records as ``CSRNDArray`` / ``RowSparseNDArray``)."""
-    with open(fname, "rb") as f:
-        return wrap(sparse_io.loads(f.read(), repr(str(fname))))
+    return wrap(ndarray_io.load(fname))
 
 
 def load_frombuffer(buf: bytes) -> Any:
     """Load a list or dict of arrays from the bytes of a ``.params`` file."""
     if not isinstance(buf, (bytes, bytearray, memoryview)):
         raise TypeError(f"load_frombuffer needs bytes, got {type(buf).__name__}")
-    return wrap(sparse_io.loads(bytes(buf)))
+    return wrap(ndarray_io.load_frombuffer(bytes(buf)))
 
 
 def waitall() -> None:

@@ -16,9 +16,7 @@ all little-endian::
     raw values (storage shape, C order), then each index array's raw bytes, in order
 
 :func:`encode_record` makes one record; :func:`decode_record` reads one after its magic and
-storage type; :func:`dumps` / :func:`loads` read and write whole files of dense and sparse
-arrays (dense records are :mod:`raymod.ndarray_io`'s), for ``mx.nd.save`` / ``mx.nd.load``
-until :mod:`raymod.ndarray_io` dispatches to the two record functions itself.
+storage type. :mod:`raymod.ndarray_io` calls them for the sparse records of a file.
 """
 from __future__ import annotations
 
@@ -29,9 +27,11 @@ import numpy as np
 
 from .. import ndarray_io as _io
 from ..base import MXNetError
-from ..sparse import CSRArray, RowSparseArray, is_sparse
+from .csr import CSRArray
+from .row_sparse import RowSparseArray
+from .storage import is_sparse
 
-__all__ = ["STYPE_CODES", "encode_record", "decode_record", "dumps", "loads"]
+__all__ = ["STYPE_CODES", "encode_record", "decode_record"]
 
 #: MXNet's storage type codes (``NDArrayStorageType``)
 STYPE_CODES = {"default": 0, "row_sparse": 1, "csr": 2}
@@ -169,91 +169,3 @@ def decode_record(r: Any, stype: int, magic: int, index: int) -> Any:
                               shape)
     except ValueError as err:
         raise r.fail(f"array {index} is not a valid {name} array: {err}") from None
-
-
-def _read_any(r: Any, index: int) -> Any:
-    """One record, dense or sparse."""
-    start = r.pos
-    (magic,) = r.unpack("<I", f"magic of array {index}")
-    if magic in (_io.V2_MAGIC, _io.V3_MAGIC):
-        (stype,) = r.unpack("<i", f"storage type of array {index}")
-        if stype != 0:
-            out = decode_record(r, stype, magic, index)
-            return np.empty((0,), np.float32) if out is None else out
-    r.pos = start  # a dense record: ndarray_io's reader from its magic on
-    return _io._read_record(r, index)
-
-
-def dumps(data: Any) -> bytes:
-    """The bytes of a ``.params`` file holding ``data``: an array, a list of arrays or a
-    dict of name to array, dense or sparse (raymod's or the compat wrappers).
-
-    Raises
-    ------
-    TypeError
-        For keys that are not str, or values that are not arrays of a storable dtype.
-    MXNetError
-        When a 0-d or zero-size dense array (which needs the V3 layout) is saved with a
-        sparse one (which MXNet reads only in V2).
-    """
-    if isinstance(data, Mapping):
-        for key in data:
-            if not isinstance(key, str):
-                raise TypeError(f"save: dict keys must be str, got {key!r}")
-        names, values = list(data.keys()), list(data.values())
-    elif isinstance(data, (list, tuple)):
-        names, values = [], list(data)
-    else:
-        names, values = [], [data]
-    dense = {i: _io._host(v, f"item {i}") for i, v in enumerate(values) if not is_sparse(v)}
-    v3 = any(_io._needs_v3(a) for a in dense.values())
-    if v3 and len(dense) < len(values):
-        raise MXNetError("save: a 0-d or zero-size dense array needs MXNet's V3 layout, in "
-                         "which sparse arrays cannot be saved; save them to separate files")
-    magic = _io.V3_MAGIC if v3 else _io.V2_MAGIC
-    parts = [struct.pack("<QQQ", _io.LIST_MAGIC, 0, len(values))]
-    parts += [_io._record(dense[i], magic) if i in dense else encode_record(v, magic)
-              for i, v in enumerate(values)]
-    parts.append(struct.pack("<Q", len(names)))
-    for name in names:
-        raw = name.encode("utf-8")
-        parts.append(struct.pack("<Q", len(raw)) + raw)
-    return b"".join(parts)
-
-
-def loads(buf: bytes, source: str = "<buffer>") -> list | dict:
-    """The arrays of a ``.params`` file's bytes: host numpy arrays for dense records, raymod
-    ``CSRArray`` / ``RowSparseArray`` for sparse ones; a dict when the file names them.
-
-    Raises
-    ------
-    MXNetError
-        If the bytes are not a well-formed NDArray file.
-    """
-    r = _io._Reader(bytes(buf), source)
-    if r.left < 24:
-        raise r.fail("too short for the list header")
-    magic, _reserved, count = r.unpack("<QQQ", "list header")
-    if magic != _io.LIST_MAGIC:
-        raise r.fail(f"list magic is 0x{magic:X}, expected 0x{_io.LIST_MAGIC:X}: not an MXNet "
-                     "NDArray file")
-    if count * 12 > r.left:
-        raise r.fail(f"header claims {count} arrays, more than the file can hold")
-    arrays = [_read_any(r, i) for i in range(count)]
-    (num_names,) = r.unpack("<Q", "name count")
-    if num_names not in (0, count):
-        raise r.fail(f"{num_names} names for {count} arrays")
-    names = []
-    for i in range(num_names):
-        (length,) = r.unpack("<Q", f"length of name {i}")
-        try:
-            names.append(bytes(r.take(length, f"name {i}")).decode("utf-8"))
-        except UnicodeDecodeError as err:
-            raise r.fail(f"name {i} is not utf-8 ({err})") from None
-    if r.left:
-        raise r.fail(f"{r.left} unexpected bytes after the names")
-    if not names:
-        return arrays
-    if len(set(names)) != len(names):
-        raise r.fail("duplicate array names")
-    return dict(zip(names, arrays))
