@@ -13,7 +13,7 @@ from raymod.context import gpu_available
 
 
 def _arrays(rng, dtype=np.float32):
-    return [nd.array(rng.standard_normal(s).astype(dtype)) for s in [(3, 4), (5,), (2, 2, 2)]]
+    return [nd.array(rng.standard_normal(s), dtype=dtype) for s in [(3, 4), (5,), (2, 2, 2)]]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -37,7 +37,9 @@ def test_ndarray_methods():
 
 
 def test_nd_creation_and_numpy_functions():
-    assert mx.nd.array(np.arange(3, dtype=np.int64)).dtype == np.int64  # array: source dtype
+    # as MXNet: a numpy source becomes float32, an NDArray source keeps its dtype
+    assert mx.nd.array(np.arange(3, dtype=np.int64)).dtype == np.float32
+    assert mx.nd.array(mx.nd.array([1, 2], dtype="int64")).dtype == np.int64
     assert mx.nd.array([1, 2]).dtype == np.float32  # lists: float32
     np.testing.assert_array_equal(mx.nd.ones((2, 3), dtype="int32"), np.ones((2, 3)))
     np.testing.assert_array_equal(mx.nd.full((2,), 7), [7, 7])

@@ -5,6 +5,8 @@ from typing import Any
 
 import functools
 
+import numpy as np
+
 from ... import io as _io
 from ...base import MXNetError
 from ..errors import not_supported
@@ -97,7 +99,27 @@ ImageRecordIter = _native(_io.ImageRecordIter)
 CSVIter = _native(_io.CSVIter)
 LibSVMIter = _native(type("LibSVMIter", (_LibSVMBatches, _io.LibSVMIter),
                           {"__doc__": _io.LibSVMIter.__doc__, "__module__": __name__}))
-NDArrayIter = _compat(_io.NDArrayIter)
+class _MXNetInputs:
+    """MXNet's NDArrayIter makes every input that is not an NDArray with ``mx.nd.array``:
+    a numpy float64 or integer array becomes float32 (wide_deep relies on it)."""
+
+    def __init__(self, data: Any, label: Any = None, *args: Any, **kwargs: Any):
+        super().__init__(_as_mxnet_input(data), _as_mxnet_input(label), *args, **kwargs)
+
+
+def _as_mxnet_input(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _as_mxnet_input(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_as_mxnet_input(v) for v in value)
+    if isinstance(value, np.ndarray) and not isinstance(value, NDArray) \
+            and value.dtype != np.float32:
+        return value.astype(np.float32)
+    return value
+
+
+NDArrayIter = _compat(type("NDArrayIter", (_MXNetInputs, _io.NDArrayIter),
+                           {"__doc__": _io.NDArrayIter.__doc__, "__module__": __name__}))
 MNISTIter = _compat(_io.MNISTIter)
 ResizeIter = _compat(_io.ResizeIter)
 PrefetchingIter = _compat(_io.PrefetchingIter)

@@ -48,14 +48,16 @@ def _shape(shape: Any) -> tuple:
 def array(source_array: Any, ctx: Context | None = None, dtype: Any = None) -> NDArray:
     """A new array holding a copy of ``source_array`` on ``ctx``.
 
-    ``dtype`` defaults to the source's when it is an array, else float32 (as in MXNet). A
+    ``dtype`` defaults to the source's when it is an NDArray, else float32: a numpy
+    float64 or int64 source becomes float32, as in MXNet (whose example scripts rely on it:
+    wide_deep feeds ``np.array`` of Python floats through ``NDArrayIter``). A
     sparse source (``CSRNDArray``, ``RowSparseNDArray``, a scipy.sparse matrix) gives a
     sparse array of that storage (csr for scipy), as ``mx.nd.sparse.array``.
     """
     if is_sparse(source_array) or hasattr(source_array, "tocsr"):
         return _sparse().array(source_array, ctx=ctx, dtype=dtype)
     if dtype is None:
-        dtype = source_array.dtype if is_array(source_array) else _REAL
+        dtype = source_array.dtype if isinstance(source_array, NDArray) else _REAL
     return _on(default_ctx(ctx), source_array, dtype=dtype, copy=True)
 
 
