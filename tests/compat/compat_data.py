@@ -8,6 +8,10 @@
   small fixed vocabulary from a seeded Markov chain, so a language model has something to learn.
 * MovieLens 10M (``ml-10m.zip`` and ``ml-10M100K/r1.train``, ``r1.test``): ``user::movie::
   rating::time`` lines of a low-rank model of ratings plus noise, in half stars.
+* Click logs at Avazu's and Criteo's widths (LibSVM ``label id:1 ...`` lines, 0-based ids drawn
+  long-tailed as click features are, labels from a logistic model over a hidden weight per id).
+* UCI Adult (``adult.data``, ``adult.test``): its 15 CSV columns with values from wide_deep's
+  vocabularies and an income label that leans on education, hours and gender.
 """
 from __future__ import annotations
 
@@ -195,3 +199,54 @@ def write_movielens(folder: str, users: int = 1000, movies: int = 400, train: in
         for split in written:
             z.write(os.path.join(inner, split), f"ml-10M100K/{split}")
     return written
+
+
+AVAZU_FEATURES = 1_000_001  # linear_classification's width (ids 0 .. 1,000,000)
+CRITEO_FEATURES = 1_000_000  # factorization_machine's default --input-size
+
+
+def write_clicks(path: str, rows: int, width: int, nnz: int = 15, seed: int = 0) -> None:
+    """LibSVM click lines: about ``nnz`` ids per line, ascending, below ``width``."""
+    rng = np.random.default_rng(seed)
+    hidden = rng.standard_normal(width).astype(np.float32)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        for count in rng.integers(nnz - 5, nnz + 6, rows):
+            ids = np.unique(np.minimum(rng.zipf(1.1, count), width) - 1)
+            label = int(rng.random() < 1 / (1 + np.exp(0.5 - hidden[ids].sum() * 0.5)))
+            f.write(f"{label} " + " ".join(f"{i}:1" for i in ids) + "\n")
+
+
+ADULT_VOCAB = {
+    "workclass": ["Self-emp-not-inc", "Private", "State-gov", "Federal-gov", "Local-gov", "?",
+                  "Self-emp-inc", "Without-pay", "Never-worked"],
+    "education": ["Bachelors", "HS-grad", "11th", "Masters", "9th", "Some-college",
+                  "Assoc-acdm", "Assoc-voc", "7th-8th", "Doctorate", "Prof-school", "5th-6th",
+                  "10th", "1st-4th", "Preschool", "12th"],
+    "marital_status": ["Married-civ-spouse", "Divorced", "Never-married", "Widowed"],
+    "occupation": [f"occupation-{k}" for k in range(14)],
+    "relationship": ["Husband", "Not-in-family", "Wife", "Own-child", "Unmarried",
+                     "Other-relative"],
+    "race": ["White", "Black", "Other"],
+    "gender": ["Female", "Male"],
+    "native_country": [f"country-{k}" for k in range(40)],
+}
+
+
+def write_adult(folder: str, train: int = 20000, test: int = 5000, seed: int = 0) -> None:
+    """``adult.data`` and ``adult.test`` (their presence stops wide_deep's download)."""
+    rng = np.random.default_rng(seed)
+    os.makedirs(folder, exist_ok=True)
+    for name, rows in (("adult.data", train), ("adult.test", test)):
+        with open(os.path.join(folder, name), "w") as f:
+            for _ in range(rows):
+                pick = {k: v[rng.integers(len(v))] for k, v in ADULT_VOCAB.items()}
+                age, hours = int(rng.integers(17, 80)), int(rng.integers(10, 70))
+                edu = ADULT_VOCAB["education"].index(pick["education"]) + 1
+                score = 0.08 * (hours - 40) + 0.15 * (edu - 8) + (pick["gender"] == "Male") - 0.5
+                label = ">50K" if rng.random() < 1 / (1 + np.exp(-score)) else "<=50K"
+                f.write(", ".join(map(str, [
+                    age, pick["workclass"], int(rng.integers(20000, 500000)), pick["education"],
+                    edu, pick["marital_status"], pick["occupation"], pick["relationship"],
+                    pick["race"], pick["gender"], int(rng.exponential(500)),
+                    int(rng.exponential(80)), hours, pick["native_country"], label])) + "\n")
