@@ -8,13 +8,14 @@ names :func:`create` accepts. A class that serves several names (``'dist_sync'``
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from ..base import MXNetError, bytes_via_file, file_from_bytes
 from ..registry import Registry
-from ..sparse import is_sparse
+from ..sparse import RowSparseArray, is_sparse, stype_of
+from .rows import checked_row_ids
 
 __all__ = ["KVStoreBase", "create", "register"]
 
@@ -161,6 +162,27 @@ class KVStoreBase:
         for k, v in pairs:
             grouped.setdefault(k, []).append(v)
         return grouped
+
+    def _row_pulls(self, key: Any, out: Any, row_ids: Any,
+                   check: Callable[[Any, Any], Any]) -> list[tuple]:
+        """``[(key, out array, sorted unique row ids)]`` for ``row_sparse_pull``, every
+        argument checked (``check(key, out)`` for the store's own checks) before any row
+        is copied."""
+        if out is None or row_ids is None:
+            raise ValueError("row_sparse_pull needs out= (row_sparse arrays) and row_ids=")
+        outs = [(k, o) for k, group in self._grouped(key, out, "row_sparse_pull").items()
+                for o in group]
+        ids = row_ids if isinstance(row_ids, (list, tuple)) else [row_ids] * len(outs)
+        if len(ids) != len(outs):
+            raise ValueError(f"row_sparse_pull: {len(ids)} row_ids for {len(outs)} out arrays")
+        plan = []
+        for (k, o), wanted in zip(outs, ids):
+            if not isinstance(o, RowSparseArray):
+                raise TypeError(f"row_sparse_pull: out for key {k!r} must be a row_sparse "
+                                f"array, got {stype_of(o)} storage (use pull)")
+            check(k, o)
+            plan.append((k, o, checked_row_ids(wanted, o.shape[0], k)))
+        return plan
 
     def _one_value_each(self, key: Any, value: Any) -> dict:
         """Key -> its single init value; MXNetError for a key given several."""

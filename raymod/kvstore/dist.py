@@ -25,11 +25,11 @@ from ..base import MXNetError
 from ..cluster import naming, waits
 from ..context import as_numpy
 from ..optimizer import Optimizer, Updater
-from ..sparse import RowSparseArray, is_sparse, stype_of
+from ..sparse import RowSparseArray, is_sparse
 from .base import KVStoreBase, register
 from .compression import GradientCompression
 from .layout import ShardLayout
-from .rows import check_sparse_push, checked_row_ids, summed
+from .rows import check_sparse_push, summed
 from .server import KVServer, ServerLost
 from .standby import Standbys
 
@@ -349,20 +349,8 @@ class DistKVStore(KVStoreBase):
         TypeError
             An ``out`` array that is not row_sparse.
         """
-        if out is None or row_ids is None:
-            raise ValueError("row_sparse_pull needs out= (row_sparse arrays) and row_ids=")
-        outs = [(k, o) for k, group in self._grouped(key, out, "row_sparse_pull").items()
-                for o in group]
-        ids = row_ids if isinstance(row_ids, (list, tuple)) else [row_ids] * len(outs)
-        if len(ids) != len(outs):
-            raise ValueError(f"row_sparse_pull: {len(ids)} row_ids for {len(outs)} out arrays")
-        plan = []
-        for (k, o), wanted in zip(outs, ids):  # every check before any copy
-            if not isinstance(o, RowSparseArray):
-                raise TypeError(f"row_sparse_pull: out for key {k!r} must be a row_sparse "
-                                f"array, got {stype_of(o)} storage (use pull)")
-            self._check_known(k, [o], "row_sparse_pull")
-            plan.append((k, o, checked_row_ids(wanted, o.shape[0], k)))
+        plan = self._row_pulls(key, out, row_ids,
+                               lambda k, o: self._check_known(k, [o], "row_sparse_pull"))
         for (k, o, wanted), data in zip(plan, self._read_rows([(k, w) for k, _, w in plan])):
             o[:] = RowSparseArray(_on_device_of(o.data, data), wanted, o.shape, check=False)
 

@@ -14,10 +14,10 @@ import numpy as np
 from ..base import MXNetError
 from ..context import as_numpy, context_of
 from ..optimizer import Optimizer, get_array_module, get_updater
-from ..sparse import RowSparseArray, is_sparse, stype_of
+from ..sparse import RowSparseArray, is_sparse
 from .base import KVStoreBase, register
 from .compression import GradientCompression
-from .rows import assign_rows, check_sparse_push, checked_row_ids, rows_of, summed
+from .rows import assign_rows, check_sparse_push, rows_of, summed
 
 __all__ = ["LocalKVStore", "KVStore"]
 
@@ -241,22 +241,10 @@ class LocalKVStore(KVStoreBase):
         TypeError
             An ``out`` array that is not row_sparse.
         """
-        if out is None or row_ids is None:
-            raise ValueError("row_sparse_pull needs out= (row_sparse arrays) and row_ids=")
-        pairs = self._grouped(key, out, "row_sparse_pull")
-        outs = [(k, o) for k, group in pairs.items() for o in group]
-        ids = row_ids if isinstance(row_ids, (list, tuple)) else [row_ids] * len(outs)
-        if len(ids) != len(outs):
-            raise ValueError(f"row_sparse_pull: {len(ids)} row_ids for {len(outs)} out arrays")
-        plan = []
-        for (k, o), wanted in zip(outs, ids):  # every check before any copy
-            if not isinstance(o, RowSparseArray):
-                raise TypeError(f"row_sparse_pull: out for key {k!r} must be a row_sparse "
-                                f"array, got {stype_of(o)} storage (use pull)")
-            stored = self._stored(k, [o], "row_sparse_pull")
-            plan.append((o, stored, checked_row_ids(wanted, stored.shape[0], k)))
-        for o, stored, wanted in plan:
-            o[:] = rows_of(stored, wanted)
+        plan = self._row_pulls(key, out, row_ids,
+                               lambda k, o: self._stored(k, [o], "row_sparse_pull"))
+        for k, o, wanted in plan:
+            o[:] = rows_of(self._store[k], wanted)
 
     # ---- optimizer and compression -------------------------------------------------------
 

@@ -21,12 +21,11 @@ storage type. :mod:`raymod.ndarray_io` calls them for the sparse records of a fi
 from __future__ import annotations
 
 import struct
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from .. import ndarray_io as _io
-from ..base import MXNetError
 from .csr import CSRArray
 from .row_sparse import RowSparseArray
 from .storage import is_sparse

@@ -27,7 +27,7 @@ import numpy as np
 from ... import ndarray_io
 from ... import random as _random
 from ...base import MXNetError
-from ...context import Context, as_numpy
+from ...context import Context
 from ...sparse import is_sparse
 from ..errors import not_supported
 from ..ndarray import NDArray, _on, _synchronize, default_ctx, is_array, wrap
