@@ -18,6 +18,9 @@ Sections, each printing JSON lines then a table:
           only the rows of 8192 ids, runs Embedding forward and backward, and pushes the
           row_sparse gradient. Bytes per step, step time, and the resident memory of the
           worker and of each server.
+  workers The linear model trained by fit on 2 Ray workers and 2 KVServer shards: the fit's
+          seconds (worker start included), the rows each worker holds (its last slice's), and the resident memory of
+          the workers and the servers.
 
 OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset for this process (and the MXNet one).
 """
@@ -249,13 +252,53 @@ def section_table(rm, args) -> list[dict]:
     return recs
 
 
+def section_workers(rm, args) -> list[dict]:
+    """The Avazu-width linear model on 2 Ray workers and 2 KVServer shards (fit)."""
+    import ray
+    from raymod.sparse import CSRArray
+    rng = np.random.default_rng(4)
+    batches = csr_batches(args.steps, 8192, rng)
+    data = np.concatenate([b[0] for b in batches])
+    indices = np.concatenate([b[1] for b in batches])
+    indptr = np.concatenate([[0]] + [b[2][1:] + sum(len(c[1]) for c in batches[:i])
+                                     for i, b in enumerate(batches)])
+    label = np.concatenate([b[3] for b in batches])
+    x = CSRArray(data, indices, indptr, (len(label), WIDTH))
+    net = rm.sym.SoftmaxOutput(rm.sym.broadcast_add(
+        rm.sym.dot(rm.sym.Variable("data", stype="csr"),
+                   rm.sym.Variable("weight", shape=(WIDTH, 2), stype="row_sparse",
+                                   init=rm.init.Normal(0.01))),
+        rm.sym.Variable("bias", shape=(2,))), name="softmax")
+    mod = rm.mod.Module(net, workers=2)
+    kv = rm.kv.DistKVStore("dist_sync", num_servers=2)
+    t0 = time.perf_counter()
+    mod.fit(rm.io.NDArrayIter(x, label, batch_size=8192), num_epoch=1, optimizer="adam",
+            optimizer_params={"learning_rate": 0.01}, kvstore=kv)
+    seconds = time.perf_counter() - t0
+    workers = list(mod._pool.workers.values())
+    held = ray.get([w.__ray_call__.remote(
+        lambda self: int(self.root.param_arrays[self.root.param_names.index("weight")][0]
+                         .indices.size)) for w in workers])
+    pids = ray.get([w.__ray_call__.remote(lambda self: os.getpid()) for w in workers])
+    spids = [ray.get(s.__ray_call__.remote(lambda self: os.getpid())) for s in kv.servers]
+    rec = emit(section="workers", variant="2 workers, 2 shards, fit", batch=8192,
+               fit_s_with_worker_start=round(seconds, 2), steps=args.steps,
+               rows_held_by_worker=held,
+               pulled_bytes_per_worker=[h * (2 * 4 + 8) for h in held],
+               worker_rss_mb=[round(rss_mb(p), 1) for p in pids],
+               server_rss_mb=[round(rss_mb(p), 1) for p in spids])
+    mod.close()
+    kv.close()
+    return [rec]
+
+
 SECTIONS = {"linear": section_linear, "dense": section_dense, "mxnet": section_mxnet,
-            "table": section_table}
+            "table": section_table, "workers": section_workers}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sections", default="linear,dense,mxnet,table")
+    parser.add_argument("--sections", default="linear,dense,mxnet,table,workers")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--table-rows", type=int, default=10_000_000)
     parser.add_argument("--mxnet-python", default="/tmp/mxvenv/bin/python")
