@@ -17,7 +17,7 @@ from .base import MXNetError, names_list
 from .context import Context
 from .host_memory import keep_freed_memory
 from .ops.base import Op, known
-from .sparse import RowSparseArray, is_sparse, stype_of
+from .sparse import RowSparseArray, cast_storage, is_sparse, stype_of
 from .sparse import zeros as sparse_zeros
 from .sparse.plan import densifying, plan_storage
 from .symbol.storage import check_stype, variable_stype
@@ -522,6 +522,8 @@ class Executor:
                                      f"{tuple(g.shape)}, expected {tuple(target.shape)}")
                 if is_sparse(g) and not is_sparse(target):
                     g = g.todense()
+                elif is_sparse(target) and not is_sparse(g):  # a dense gradient, stored
+                    g = cast_storage(g, target.stype)       # as its argument's holder
                 if write:
                     target[...] = g
                 else:

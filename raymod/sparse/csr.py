@@ -167,6 +167,17 @@ class CSRArray(SparseBase):
         return CSRArray(self.data[src], self.indices[src], indptr,
                         (rows.shape[0], self.shape[1]), check=False)
 
+    def __add__(self, other: Any):
+        """A csr sum for a csr ``other`` (an executor summing two readers' gradients), else
+        the dense sum."""
+        if isinstance(other, CSRArray):
+            return CSRArray.from_scipy(self.scipy() + other.scipy())
+        if np.isscalar(other) and other == 0:
+            return self
+        return self.todense() + other
+
+    __radd__ = __add__
+
     def __setitem__(self, key: Any, value: Any) -> None:
         """``x[:] = other``: take another csr array's contents (the holder semantics)."""
         if not (key is Ellipsis or key == slice(None)):

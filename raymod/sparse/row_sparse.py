@@ -129,6 +129,9 @@ class RowSparseArray(SparseBase):
 
     def take(self, row_ids: Any):
         """The rows ``row_ids`` (any shape of ids), dense, zeros for rows not held."""
+        if self.indices.shape[0] == 0:  # nothing held: every row asked for is zero
+            shape = tuple(getattr(row_ids, "shape", (len(row_ids),))) + self.shape[1:]
+            return self.xp.zeros(shape, self.dtype)
         pos, held = self.positions(row_ids)
         rows = self.data[pos]
         if held is not None and not bool(held.all()):  # where, not a product: inf * 0 is nan

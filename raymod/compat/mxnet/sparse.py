@@ -7,8 +7,8 @@ for sparse storage under their short names (``mx.nd.sparse.dot``, ``.retain``,
 ``.cast_storage``, ``.square``, ``.Embedding``, ...; see :data:`SPARSE_OPS`), which are
 the ``mx.nd`` functions of the same ops: raymod's op computes on the sparse input where it
 can (``dot(csr, dense)``, the zero-preserving unary ops on csr, ``retain``), else on a dense
-copy (MXNet's storage fallback, a dense result). Unary functions that no raymod op has
-(``arcsin``, ``degrees``, ...) run numpy's, on the stored values when they keep 0 at 0.
+copy (MXNet's storage fallback, a dense result). A name no raymod op has runs numpy's
+function, on the stored values when it keeps 0 at 0.
 """
 from __future__ import annotations
 

@@ -16,10 +16,10 @@ class Embedding(Op):
     clipped to ``[0, input_dim - 1]`` as MXNet does). ``weight`` is (input_dim, output_dim);
     the output has ``data.shape + (output_dim,)`` and the weight's dtype (``dtype`` when the
     weight's is not given). ``data`` takes no gradient. The weight gradient is the output
-    gradient rows summed into the rows they were looked up from: dense, or with
-    ``sparse_grad=True`` (or a row_sparse weight) a row_sparse array of only the rows looked
-    up. A row_sparse weight holding some rows only (the rows a worker pulled) gives zeros for
-    the others. Backward keeps the clipped indices.
+    gradient rows summed into the rows they were looked up from: with ``sparse_grad=True`` a
+    row_sparse array of only the rows looked up, else dense, whatever the weight's storage
+    (MXNet's rule). A row_sparse weight holding some rows only (the rows a worker pulled)
+    gives zeros for the others. Backward keeps the clipped indices.
     """
 
     name = "Embedding"
@@ -50,8 +50,7 @@ class Embedding(Op):
         return in_stypes[0] == "default" and in_stypes[1] == "row_sparse"
 
     def infer_storage(self, in_stypes):
-        sparse = self.sparse_grad or in_stypes[1] == "row_sparse"
-        return ["default"], ["default", "row_sparse" if sparse else "default"]
+        return ["default"], ["default", "row_sparse" if self.sparse_grad else "default"]
 
     def _indices(self, xp, data):
         # in place, not clip(): numpy's clip costs 3x the three calls at a batch's indices
@@ -64,7 +63,10 @@ class Embedding(Op):
         data, weight = inputs
         indices = self._indices(xp, data)
         if isinstance(weight, RowSparseArray):
-            return [weight.take(indices)], (indices, True)
+            if weight.indices.shape[0] == 0:  # no rows held: every lookup is a zero row
+                return [xp.zeros(indices.shape + tuple(weight.shape[1:]), weight.dtype)], \
+                    (indices, self.sparse_grad)
+            return [weight.take(indices)], (indices, self.sparse_grad)
         return [weight[indices]], (indices, self.sparse_grad)
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
@@ -72,7 +74,10 @@ class Embedding(Op):
             return [None, None]
         indices, sparse = saved
         d = self.output_dim
-        g = out_grads[0].reshape(-1, d)
+        g = out_grads[0]
+        if isinstance(g, RowSparseArray):  # a head gradient some reader made sparse
+            g = g.todense()
+        g = g.reshape(-1, d)
         if sparse:
             return [None, scatter_rows(xp, indices, g, (self.input_dim, d))]
         # flat 1-D add.at: numpy's fast path, and one atomic kernel on CuPy
@@ -84,9 +89,14 @@ class Embedding(Op):
 
 class SparseEmbedding(Embedding):
     """``_contrib_SparseEmbedding``: :class:`Embedding` whose weight gradient is always
-    row_sparse (MXNet's deprecated spelling of ``Embedding(sparse_grad=True)``)."""
+    row_sparse (MXNet's deprecated spelling of ``Embedding(sparse_grad=True)``).
+
+    ``deterministic`` (MXNet's choice of a sorted, reproducible gradient kernel on GPU) is
+    accepted; raymod's gradient is deterministic either way.
+    """
 
     name = "_contrib_SparseEmbedding"
+    params = {**Embedding.params, "deterministic": Param("bool", False)}
 
     def check(self) -> None:
         super().check()

@@ -11,8 +11,9 @@ class FullyConnected(Op):
     """A dense layer: ``output = data @ weight.T + bias``.
 
     ``data`` of shape (batch, d1, ...) is flattened to (batch, d1*...) when ``flatten`` is
-    true; otherwise the layer applies to the last axis. ``weight`` is (num_hidden, in_units).
-    Backward keeps ``data`` and ``weight``.
+    true; otherwise the layer applies to the last axis. ``weight`` is (num_hidden, in_units);
+    ``bias`` is (num_hidden,), or (num_hidden, 1) as MXNet's shape inference also accepts (its
+    gradient then has that shape too). Backward keeps ``data`` and ``weight``.
     """
 
     name = "FullyConnected"
@@ -48,7 +49,11 @@ class FullyConnected(Op):
                 lead = tuple(data[:-1])
                 weight = (n, data[-1])
             out = lead + (n,)
-        shapes = [data, weight] + ([] if self.no_bias else [(n,)])
+        bias = (n,)
+        if not self.no_bias and len(in_shapes) > 2 and in_shapes[2] is not None \
+                and len(in_shapes[2]) == 2 and in_shapes[2][1] == 1:
+            bias = (n, 1)  # MXNet takes a column too
+        shapes = [data, weight] + ([] if self.no_bias else [bias])
         return shapes, [out], []
 
     def forward(self, xp, inputs, aux, is_train):
@@ -56,7 +61,9 @@ class FullyConnected(Op):
         x = data.reshape(data.shape[0], -1) if self.flatten else data
         y = _skinny_gemm.forward(xp, x, weight) if x.ndim == 2 else x @ weight.T
         if not self.no_bias:
-            y += inputs[2]
+            bias = inputs[2]
+            y += bias.reshape(-1) if bias.ndim == 2 else bias
+            return [y], bias.shape
         return [y], None
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad, grad_out=None):
@@ -74,5 +81,8 @@ class FullyConnected(Op):
         if need_grad[1]:
             grads[1] = _skinny_gemm.weight_grad(xp, gy2, x2, out=out[1])
         if not self.no_bias and need_grad[2]:
-            grads[2] = gy2.sum(axis=0, out=out[2])
+            if saved is not None and len(saved) == 2:  # a (num_hidden, 1) bias
+                grads[2] = gy2.sum(axis=0).reshape(saved)
+            else:
+                grads[2] = gy2.sum(axis=0, out=out[2])
         return grads

@@ -1,8 +1,10 @@
 """broadcast_add/sub/mul/div/power/maximum/minimum: arithmetic with numpy broadcasting."""
 from __future__ import annotations
 
-from ...base import ShapeError
+from ...base import MXNetError, ShapeError
+from ...sparse import CSRArray, is_sparse
 from ..base import Op, sum_to_shape
+from ._sparse_math import bare, dense, with_values
 
 
 def broadcast_shape(lhs: tuple, rhs: tuple) -> tuple:
@@ -43,6 +45,10 @@ class _BroadcastBinary(Op):
         return [self.compute(xp, a, b)], (a.shape, b.shape)
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+        if any(is_sparse(v) for v in list(out_grads) + list(inputs) + list(outputs)):
+            # a csr lhs (broadcast_mul, broadcast_div): dense gradients, as MXNet's
+            out_grads, inputs, outputs = ([None if v is None else dense(v) for v in vs]
+                                          for vs in (out_grads, inputs, outputs))
         ga, gb = self.grads(xp, out_grads[0], inputs, outputs, need_grad)
         return [sum_to_shape(xp, ga, saved[0]) if need_grad[0] else None,
                 sum_to_shape(xp, gb, saved[1]) if need_grad[1] else None]
@@ -74,8 +80,36 @@ class BroadcastSub(_BroadcastBinary):
         return g, (-g if need[1] else None)
 
 
-class BroadcastMul(_BroadcastBinary):
-    """``lhs * rhs`` with broadcasting. Backward keeps both inputs."""
+class _CsrScaled(_BroadcastBinary):
+    """``broadcast_mul``/``broadcast_div`` of a csr ``lhs`` by a dense ``rhs`` that broadcasts
+    to ``lhs``'s shape (a scalar, a row or a column, as MXNet) is csr: the stored values
+    combined with ``rhs`` at their places. The gradients are dense."""
+
+    def takes_sparse(self, in_stypes):
+        return list(in_stypes) == ["csr", "default"]
+
+    def infer_storage(self, in_stypes):
+        if not self.takes_sparse(in_stypes):
+            return super().infer_storage(in_stypes)
+        return ["csr"], ["default", "default"]
+
+    def forward(self, xp, inputs, aux, is_train):
+        a, b = inputs
+        if not isinstance(a, CSRArray):
+            return super().forward(xp, inputs, aux, is_train)
+        a = bare(a)
+        if b.ndim > 2 or broadcast_shape(a.shape, b.shape) != tuple(a.shape):
+            raise MXNetError(f"{self.name}: a csr lhs of shape {a.shape} takes a rhs that "
+                             f"broadcasts to its shape (a scalar, a row or a column), got "
+                             f"rhs of shape {tuple(b.shape)}")
+        full = xp.broadcast_to(b.reshape((1,) * (2 - b.ndim) + tuple(b.shape)), a.shape)
+        values = self.compute(xp, a.data, full[a.row_ids(), a.indices])
+        return [with_values(a, values.astype(a.dtype, copy=False))], (a.shape, b.shape)
+
+
+class BroadcastMul(_CsrScaled):
+    """``lhs * rhs`` with broadcasting (csr times a dense row, column or scalar is csr).
+    Backward keeps both inputs."""
 
     name = "broadcast_mul"
     retain_inputs = (0, 1)
@@ -88,8 +122,9 @@ class BroadcastMul(_BroadcastBinary):
         return (g * b if need[0] else None), (g * a if need[1] else None)
 
 
-class BroadcastDiv(_BroadcastBinary):
-    """``lhs / rhs`` with broadcasting. Backward keeps ``rhs`` and the output."""
+class BroadcastDiv(_CsrScaled):
+    """``lhs / rhs`` with broadcasting (csr over a dense row, column or scalar is csr).
+    Backward keeps ``rhs`` and the output."""
 
     name = "broadcast_div"
     retain_inputs = (1,)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...base import ShapeError
+from ...sparse import is_sparse, stype_of
+from ...sparse import zeros as sparse_zeros
 from ..base import ElementwiseOp, Op, Param, known, merge_shape
 
 
@@ -58,13 +60,24 @@ class Ones(_Fill):
 
 
 class ZerosLike(ElementwiseOp):
-    """Zeros of the shape and dtype of ``data``. The input gets no gradient; keeps nothing."""
+    """Zeros of the shape, dtype and storage of ``data`` (a csr or row_sparse input gives an
+    array of its storage storing nothing, as MXNet). The input gets no gradient; keeps
+    nothing."""
 
     name = "zeros_like"
     params = {}
 
+    def takes_sparse(self, in_stypes):
+        return in_stypes[0] != "default"
+
+    def infer_storage(self, in_stypes):
+        return [in_stypes[0]], ["default"]
+
     def forward(self, xp, inputs, aux, is_train):
-        return [xp.zeros_like(inputs[0])], None
+        x = inputs[0]
+        if is_sparse(x):
+            return [sparse_zeros(stype_of(x), x.shape, x.dtype, x.xp)], None
+        return [xp.zeros_like(x)], None
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
         return [None]

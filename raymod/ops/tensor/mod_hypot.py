@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .broadcast_binary import _BroadcastBinary
-from .elemwise_binary import _ElemwiseBinary
+from .elemwise_binary import _ElemwiseBinary, _UnionBinary
 
 
 def _mod(xp, a, b):
@@ -40,19 +40,20 @@ class Mod(_ElemwiseBinary):
         return list(_mod_grads(xp, out_grads[0], *inputs, need_grad))
 
 
-class Hypot(_ElemwiseBinary):
+class Hypot(_UnionBinary):
     """``sqrt(lhs ** 2 + rhs ** 2)`` for equal shapes; gradients ``lhs / out`` and
-    ``rhs / out``. Backward keeps both inputs and the output."""
+    ``rhs / out``. Two row_sparse (csr) inputs give a row_sparse (csr) result, as MXNet.
+    Backward keeps both inputs and the output."""
 
     name = "_hypot"
     aliases = ("_Hypot",)
     retain_inputs = (0, 1)
     retain_outputs = (0,)
 
-    def forward(self, xp, inputs, aux, is_train):
-        return [xp.hypot(*inputs)], None
+    def compute(self, xp, a, b):
+        return xp.hypot(a, b)
 
-    def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
+    def dense_backward(self, xp, out_grads, inputs, outputs, need_grad):
         g = out_grads[0] / outputs[0]
         return [g * inputs[0] if need_grad[0] else None, g * inputs[1] if need_grad[1] else None]
 

@@ -5,22 +5,51 @@ from __future__ import annotations
 
 import math
 
+from ...sparse import is_sparse
 from ..base import ElementwiseOp, Param
+from ._sparse_math import SPARSE, bare, scale, with_values
 
 
 class _ScalarOp(ElementwiseOp):
     params = {"scalar": Param("float", 1.0), "is_int": Param("bool", True)}
+    # a csr or row_sparse input keeps its storage, computed on its stored values (MXNet's
+    # _mul_scalar and _div_scalar)
+    keeps_sparse = False
+    # a sparse input is taken as it is (MXNet's _plus_scalar and _minus_scalar): its storage
+    # is kept when the scalar is 0, else the result is dense; the head gradient passes back
+    # in its own storage
+    sparse_in = False
+
+    def _keeps(self) -> bool:
+        return self.keeps_sparse or (self.sparse_in and self.scalar == 0)
+
+    def takes_sparse(self, in_stypes):
+        return (self.keeps_sparse or self.sparse_in) and in_stypes[0] in SPARSE
+
+    def infer_storage(self, in_stypes):
+        if not self.takes_sparse(in_stypes):
+            return super().infer_storage(in_stypes)
+        grad = "row_sparse" if in_stypes[0] == "row_sparse" else "default"
+        return [in_stypes[0] if self._keeps() else "default"], [grad]
 
     def forward(self, xp, inputs, aux, is_train):
         x = inputs[0]
+        if is_sparse(x):
+            x = bare(x)
+            if self._keeps():
+                return [with_values(x, self.compute(xp, x.data, self.scalar).astype(
+                    x.dtype, copy=False))], None
+            x = x.todense()  # a dense result: the scalar reaches every place
         return [self.compute(xp, x, self.scalar).astype(x.dtype, copy=False)], None
 
 
 class PlusScalar(_ScalarOp):
-    """``data + scalar``. Backward keeps nothing."""
+    """``data + scalar``: dense, or for a csr or row_sparse input and ``scalar == 0`` of its
+    storage. The gradient is the head gradient, in its storage. Backward keeps nothing."""
 
     name = "_plus_scalar"
     aliases = ("_PlusScalar",)
+    sparse_in = True
 
     def compute(self, xp, x, s):
         return x + s
@@ -30,10 +59,12 @@ class PlusScalar(_ScalarOp):
 
 
 class MinusScalar(_ScalarOp):
-    """``data - scalar``. Backward keeps nothing."""
+    """``data - scalar``: dense, or for a csr or row_sparse input and ``scalar == 0`` of its
+    storage. The gradient is the head gradient, in its storage. Backward keeps nothing."""
 
     name = "_minus_scalar"
     aliases = ("_MinusScalar",)
+    sparse_in = True
 
     def compute(self, xp, x, s):
         return x - s
@@ -56,29 +87,37 @@ class RMinusScalar(_ScalarOp):
 
 
 class MulScalar(_ScalarOp):
-    """``data * scalar``. Backward keeps nothing."""
+    """``data * scalar``; a csr or row_sparse input keeps its storage. The gradient is the
+    head gradient times ``scalar``, in its storage. Backward keeps nothing."""
 
     name = "_mul_scalar"
     aliases = ("_MulScalar",)
+    keeps_sparse = True
 
     def compute(self, xp, x, s):
         return x * s
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
-        return [out_grads[0] * self.scalar]
+        return [scale(out_grads[0], self.scalar)]
 
 
 class DivScalar(_ScalarOp):
-    """``data / scalar``. Backward keeps nothing."""
+    """``data / scalar``; a csr or row_sparse input keeps its storage. The gradient is the
+    head gradient over ``scalar``, in its storage. Backward keeps nothing."""
 
     name = "_div_scalar"
     aliases = ("_DivScalar",)
+    keeps_sparse = True
 
     def compute(self, xp, x, s):
         return x / s
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
-        return [out_grads[0] / self.scalar]
+        g = out_grads[0]
+        if is_sparse(g):
+            g = bare(g)
+            return [with_values(g, g.data / self.scalar)]
+        return [g / self.scalar]
 
 
 class RDivScalar(_ScalarOp):

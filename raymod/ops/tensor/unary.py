@@ -1,38 +1,75 @@
 """Elementwise math on one input: exp, log, sqrt, square, abs, negative, reciprocal, sigmoid,
 tanh, relu, rsqrt, log1p, expm1, sin, cos, and the zero-gradient sign and rounding ops.
-Each op says whether backward reads its input or its output."""
+Each op says whether backward reads its input or its output.
+
+Sparse inputs, as MXNet 1.9.1's storage rules: an op with ``f(0) == 0`` (``keeps_zero``)
+computes a csr or row_sparse input's stored values only, and its output keeps the input's
+storage; the others compute on a dense copy. Backward of a sparse input: where the derivative
+at 0 is 0 too (``grad_keeps_zero``: square, abs, relu, and the zero-gradient ops) the gradient
+has the input's pattern (its held rows, or its csr places), read from the head gradient there;
+an op with a constant derivative (``grad_scale``: negative) scales the head gradient in its own
+storage; every other op gives the dense gradient ``head * f'(x)`` over the whole array (MXNet's
+dense-result backward), whose value at the places the input does not store is ``head * f'(0)``.
+"""
 from __future__ import annotations
 
-from ...sparse import CSRArray
+from ...sparse import is_sparse
 from ..base import ElementwiseOp
 from ..nn._relu import relu
+from ._sparse_math import SPARSE, bare, dense, empty_like, scale, values_at, with_values
 
 
 class _Unary(ElementwiseOp):
     params = {}
-    # f(0) == 0: applied to a csr input's stored values only, the result stays csr (MXNet's
-    # sparse unary ops); a csr input is data and takes no gradient
+    # f(0) == 0: a csr or row_sparse input's stored values are computed and the result keeps
+    # the input's storage (MXNet's sparse unary ops)
     keeps_zero = False
+    # f'(0) == 0: a sparse input's gradient has the input's pattern
+    grad_keeps_zero = False
+    # the derivative is this constant: the gradient is the head gradient scaled, in its storage
+    grad_scale: float | None = None
+    # the gradient is 0 everywhere (sign, the roundings)
+    zero_grad = False
 
     def takes_sparse(self, in_stypes):
-        return self.keeps_zero and in_stypes[0] == "csr"
+        return self.keeps_zero and in_stypes[0] in SPARSE
 
     def infer_storage(self, in_stypes):
-        if self.takes_sparse(in_stypes):
-            return ["csr"], ["default"]
-        return super().infer_storage(in_stypes)
+        if not self.takes_sparse(in_stypes):
+            return super().infer_storage(in_stypes)
+        stype = in_stypes[0]
+        rows = stype == "row_sparse" and (self.grad_keeps_zero or self.zero_grad)
+        return [stype], ["row_sparse" if rows else "default"]
 
     def forward(self, xp, inputs, aux, is_train):
         x = inputs[0]
-        if isinstance(x, CSRArray):
-            return [CSRArray(self.f(xp, x.data).astype(x.dtype, copy=False), x.indices,
-                             x.indptr, x.shape, check=False)], None
+        if is_sparse(x):
+            x = bare(x)
+            values = self.f(xp, x.data).astype(x.dtype, copy=False)
+            return [with_values(x, values)], empty_like(x)
         return [self.f(xp, x).astype(x.dtype, copy=False)], None
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
-        if isinstance(inputs[0], CSRArray) or isinstance(outputs[0], CSRArray):
+        if not need_grad[0]:  # a csr data input, say: nothing to compute
             return [None]
-        return [self.df(xp, out_grads[0], inputs[0], outputs[0])]
+        g, x, y = out_grads[0], inputs[0], outputs[0]
+        if self.grad_scale is not None:
+            return [scale(g, self.grad_scale)]
+        if saved is None:  # a dense input (a sparse head gradient only from a fallback)
+            g = dense(g)
+            if self.zero_grad:
+                return [xp.zeros_like(g)]
+            return [self.df(xp, g, x, y)]
+        if self.zero_grad:  # saved: an empty array of the input's storage and shape
+            return [saved]
+        if self.grad_keeps_zero:
+            like = bare(x if x is not None else y)
+            xv = None if x is None else bare(x).data
+            yv = None if y is None else bare(y).data
+            values = self.df(xp, values_at(xp, g, like), xv, yv)
+            return [with_values(like, values.astype(like.dtype, copy=False))]
+        return [self.df(xp, dense(g), None if x is None else dense(x),
+                        None if y is None else dense(y))]
 
 
 class Exp(_Unary):
@@ -68,6 +105,7 @@ class Square(_Unary):
 
     name = "square"
     keeps_zero = True
+    grad_keeps_zero = True
     retain_inputs = (0,)
     f = staticmethod(lambda xp, x: x * x)
     df = staticmethod(lambda xp, g, x, y: 2 * g * x)
@@ -78,6 +116,7 @@ class Abs(_Unary):
 
     name = "abs"
     keeps_zero = True
+    grad_keeps_zero = True
     retain_inputs = (0,)
     f = staticmethod(lambda xp, x: xp.abs(x))
     df = staticmethod(lambda xp, g, x, y: g * xp.sign(x))
@@ -88,8 +127,8 @@ class Negative(_Unary):
 
     name = "negative"
     keeps_zero = True
+    grad_scale = -1
     f = staticmethod(lambda xp, x: -x)
-    df = staticmethod(lambda xp, g, x, y: -g)
 
 
 class Reciprocal(_Unary):
@@ -125,6 +164,7 @@ class Relu(_Unary):
 
     name = "relu"
     keeps_zero = True
+    grad_keeps_zero = True
     retain_outputs = (0,)
     f = staticmethod(relu)
     df = staticmethod(lambda xp, g, x, y: g * (y > 0))
@@ -181,8 +221,7 @@ class Cos(_Unary):
 class _Piecewise(_Unary):
     """Piecewise-constant ops: the gradient is zero everywhere (as MXNet defines it)."""
     keeps_zero = True  # sign and the roundings keep 0
-
-    df = staticmethod(lambda xp, g, x, y: xp.zeros_like(g))
+    zero_grad = True
 
 
 class Sign(_Piecewise):
