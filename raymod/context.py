@@ -10,6 +10,13 @@ from typing import Iterator
 import numpy as np
 
 
+class _CurrentContext:
+    """``Context.default_ctx``: MXNet's deprecated class-level name of the current context."""
+
+    def __get__(self, obj, owner) -> "Context":
+        return current_context()
+
+
 class Context:
     """A device that arrays live on and executors run on.
 
@@ -31,6 +38,7 @@ class Context:
     # per thread, as MXNet's: the contexts entered with ``with``, innermost last
     _entered = threading.local()
     __slots__ = ("device_type", "device_id")
+    default_ctx = _CurrentContext()
 
     def __init__(self, device_type: "str | Context", device_id: int = 0):
         if isinstance(device_type, Context):
