@@ -7,7 +7,7 @@ from ..base import MXNetError
 
 
 class NotSupportedError(MXNetError, NotImplementedError):
-    """An MXNet feature (sparse storage, Gluon, autograd, ...) that raymod does not provide."""
+    """An MXNet feature (Gluon, autograd, ...) that raymod does not provide."""
 
 
 def not_supported(call: str, feature: str) -> NotSupportedError:

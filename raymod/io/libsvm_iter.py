@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from ..sparse import CSRArray
 from .arrow_iter import batch_descs, take_any, with_stype
-from .base import DataDesc, RowReader, check_rows
+from .base import DataDesc, StoredArrays, check_rows
 from .native_batches import NativeIter, check_shape
 
 #: bytes per chunk of the fast parser: bounds its temporaries (a few times the chunk)
@@ -309,24 +309,6 @@ class LibSVMTable:
         return [take_any(self.data, rows)], [take_any(self.label, rows)]
 
 
-class StoredLibSVM(RowReader):
-    """A :class:`LibSVMTable` in Ray's object store: how Ray workers read LibSVM rows."""
-
-    def __init__(self, ref: Any):
-        self.ref = ref
-        self._table: LibSVMTable | None = None
-
-    def __getstate__(self) -> dict:
-        return {"ref": self.ref, "_table": None}
-
-    def take(self, rows: np.ndarray) -> tuple[list, list]:
-        """Data and labels of ``rows``, from the stored table (fetched on first use)."""
-        if self._table is None:
-            import ray
-            self._table = ray.get(self.ref)
-        return self._table.take(rows)
-
-
 class LibSVMIter(NativeIter):
     """Batches of LibSVM files as CSR arrays (MXNet's ``LibSVMIter``).
 
@@ -427,10 +409,10 @@ class LibSVMIter(NativeIter):
         """CSR data and the labels of ``rows`` (row numbers within the part)."""
         return self._table.take(rows)
 
-    def reader(self) -> StoredLibSVM:
+    def reader(self) -> StoredArrays:
         """What Ray workers read rows with: the part's rows, put in the object store once."""
         import ray
-        return StoredLibSVM(ray.put(self._table))
+        return StoredArrays(ray.put(([self._table.data], [self._table.label])))
 
     # --- descriptors, with their storage type ------------------------------------------
     @property
