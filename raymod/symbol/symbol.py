@@ -438,6 +438,8 @@ def Variable(name: str, attr: dict | None = None, shape: Sequence[int] | None = 
     if not isinstance(name, str):
         raise TypeError(f"Variable name must be a str, got {type(name).__name__}")
     attrs = {naming.hidden_key(k): v for k, v in naming.current_attr_scope().get(attr).items()}
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (int(shape),)  # MXNet writes str(shape): an int is a 1-d shape
     if shape is not None:
         if not isinstance(shape, (tuple, list)):
             raise TypeError(f"Variable {name!r}: shape must be a tuple, got {type(shape).__name__}")

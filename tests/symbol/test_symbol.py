@@ -147,3 +147,10 @@ def test_duplicate_variable_names_are_refused_at_bind():
 def test_json_keeps_attribute_strings_as_given():
     s = sym.SliceChannel(sym.Variable("d"), num_outputs=2, squeeze_axis=1, name="s")
     assert json.loads(s.tojson())["nodes"][-1]["attrs"] == {"num_outputs": "2", "squeeze_axis": "1"}
+
+
+def test_variable_shape_may_be_an_int_as_in_mxnet():
+    """MXNet writes ``str(shape)``: ``shape=3`` is the 1-d shape (3,) (its FM test uses it)."""
+    assert rm.sym.Variable("b", shape=3).attr_dict()["b"]["__shape__"] == "(3,)"
+    with pytest.raises(TypeError, match="shape must be a tuple"):
+        rm.sym.Variable("b", shape="3")
