@@ -10,12 +10,14 @@ Random draws are made on the host from :func:`raymod.random.generator` (so
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import json
 import logging
 import re
 import warnings
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -104,6 +106,28 @@ def _normal(arr: Any, sigma: float) -> None:
     _assign(arr, _random.generator().normal(0.0, sigma, size=arr.shape).astype(_host_dtype(arr)))
 
 
+#: the whole table's shape while a block of its rows is filled (see :func:`rows_of_table`):
+#: the fan of Xavier-style initializers is the table's, not the block's
+_TABLE_SHAPE: contextvars.ContextVar = contextvars.ContextVar("table_shape", default=None)
+
+
+def _fan_shape(arr: Any) -> tuple:
+    """The shape an initializer's scale follows: the table's while filling a block of its
+    rows, else the array's."""
+    return _TABLE_SHAPE.get() or tuple(arr.shape)
+
+
+@contextlib.contextmanager
+def rows_of_table(shape: tuple) -> Iterator[None]:
+    """Within it, initializers size their scale for a table of ``shape`` while filling a
+    block of its rows (:class:`raymod.sparse.table_init.TableInit`)."""
+    token = _TABLE_SHAPE.set(tuple(shape))
+    try:
+        yield
+    finally:
+        _TABLE_SHAPE.reset(token)
+
+
 def _rms(arr: Any) -> str:
     host = np.asarray(arr.get() if hasattr(arr, "get") and not isinstance(arr, np.ndarray)
                       else arr, dtype=np.float64)
@@ -167,6 +191,11 @@ class Initializer:
     **kwargs
         The constructor arguments, kept for :meth:`dumps`.
     """
+
+    #: each element is drawn on its own (or constant), so a row_sparse table can be filled
+    #: a block of rows at a time, on the KVServers holding them (see
+    #: :class:`raymod.sparse.table_init.TableInit`); False where a value depends on the whole array
+    by_rows = False
 
     def __init__(self, **kwargs: Any):
         self._kwargs = kwargs
@@ -295,6 +324,8 @@ class Uniform(Initializer):
         Half-width of the interval; at least 0.
     """
 
+    by_rows = True
+
     def __init__(self, scale: float = 0.07):
         check_real("Uniform", "scale", scale, 0)
         super().__init__(scale=scale)
@@ -313,6 +344,8 @@ class Normal(Initializer):
     sigma : float, default 0.01
         Standard deviation; at least 0.
     """
+
+    by_rows = True
 
     def __init__(self, sigma: float = 0.01):
         check_real("Normal", "sigma", sigma, 0)
@@ -376,6 +409,8 @@ class Xavier(Initializer):
         number, as MXNet does).
     """
 
+    by_rows = True
+
     def __init__(self, rnd_type: str = "uniform", factor_type: str = "avg", magnitude: float = 3):
         owner = type(self).__name__
         _check_choice(owner, "rnd_type", rnd_type, ("uniform", "gaussian"))
@@ -393,7 +428,7 @@ class Xavier(Initializer):
         self.magnitude = float(magnitude)
 
     def _init_weight(self, name: str, arr: Any) -> None:
-        shape = arr.shape
+        shape = _fan_shape(arr)
         if len(shape) < 2:
             raise ValueError(f"Xavier initializer cannot be applied to vector {name}: it needs "
                              f"at least 2 axes, got shape {tuple(shape)}")
@@ -454,6 +489,11 @@ class Constant(Initializer):
         super().__init__(value=_json_value(value))
         self.value = value
 
+    @property
+    def by_rows(self) -> bool:
+        """A scalar fills any block of rows; an array is broadcast to the whole shape."""
+        return bool(np.isscalar(self.value))
+
     def _init_weight(self, _: str, arr: Any) -> None:
         value = self.value
         if not np.isscalar(value):
@@ -481,6 +521,8 @@ def _json_value(value: Any) -> Any:
 class Zero(Initializer):
     """Every element set to 0."""
 
+    by_rows = True
+
     def __init__(self):
         super().__init__()
 
@@ -492,6 +534,8 @@ class Zero(Initializer):
 @alias("ones")
 class One(Initializer):
     """Every element set to 1."""
+
+    by_rows = True
 
     def __init__(self):
         super().__init__()

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import kvstore as kvs
 from .sparse import RowSparseArray
+from .sparse.table_init import TableInit
 from .callback import BatchEndParam
 from .checkpoint import load_checkpoint, load_params, save_checkpoint
 from .kvstore.base import _REGISTRY as _KV_REGISTRY
@@ -153,7 +154,9 @@ def _initialize_kvstore(kvstore: Any, param_arrays: Sequence[list], arg_params: 
         if update_on_kvstore and isinstance(on_devices[0], RowSparseArray):
             # a table: the store keeps it (a dist store by row range over its servers); the
             # devices get the rows each batch needs from Module.prepare's row_sparse_pull
-            kvstore.init(name, RowSparseArray.full(arg_params[name]))
+            value = arg_params[name]  # a TableInit: the servers make the rows themselves
+            kvstore.init(name, value if isinstance(value, TableInit)
+                         else RowSparseArray.full(value))
         elif update_on_kvstore:
             kvstore.broadcast(name, arg_params[name], out=on_devices)
         else:

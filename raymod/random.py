@@ -5,7 +5,9 @@ Every random draw raymod makes (initializers, Dropout masks, iterator shuffles) 
 """
 from __future__ import annotations
 
+import contextlib
 import types
+from typing import Iterator
 
 import numpy as np
 
@@ -32,6 +34,18 @@ def seed(seed_state: int, ctx: str = "all") -> None:
 def generator() -> np.random.Generator:
     """The host generator that every CPU-side random draw uses."""
     return _state["rng"]
+
+
+@contextlib.contextmanager
+def drawing_from(rng: np.random.Generator) -> Iterator[None]:
+    """Within it, every host draw comes from ``rng`` (a table's block of rows has its own
+    generator, see :class:`raymod.sparse.table_init.TableInit`); the previous one is back after."""
+    previous = _state["rng"]
+    _state["rng"] = rng
+    try:
+        yield
+    finally:
+        _state["rng"] = previous
 
 
 def device_generator(xp: types.ModuleType):

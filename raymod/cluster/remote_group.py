@@ -43,6 +43,7 @@ from ..operator import pack_props
 from ..parallel.executor_group import _desc
 from ..parallel.slicing import batch_axis, split_input_slice, take_slice
 from ..sparse import RowSparseArray, is_sparse
+from ..sparse.table_init import TableInit
 from ..symbol.storage import variable_stype
 from ..symbol import Symbol
 from . import moments, snapshots
@@ -88,6 +89,10 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
         parts, cut as MXNet cuts a batch over its contexts, whatever the number of workers:
         a script sees the devices it asked for.
     """
+
+    #: row_sparse tables live on the KVServers, never whole on the driver (``Module``
+    #: hands their initial values over as TableInit recipes)
+    tables_on_servers = True
 
     def __init__(self, symbol: Symbol, pool: WorkerPool, data_shapes: Any, label_shapes: Any,
                  param_names: list, for_training: bool, inputs_need_grad: bool,
@@ -257,14 +262,16 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
     @settled
     def set_params(self, arg_params: dict, aux_params: dict, allow_extra: bool = False) -> None:
         """Send values to every worker (one object-store copy) and to the kvstore servers."""
-        args = {n: as_numpy(arg_params[n]) for n in self.param_names if n in arg_params}
-        aux = {n: as_numpy(aux_params[n]) for n in self.aux_names if n in aux_params}
         tables = self._tables()
+        # a table's value may be a TableInit: the servers make its rows
+        args = {n: arg_params[n] if n in tables else as_numpy(arg_params[n])
+                for n in self.param_names if n in arg_params}
+        aux = {n: as_numpy(aux_params[n]) for n in self.aux_names if n in aux_params}
         ref = self.pool._ray.put(({n: v for n, v in args.items() if n not in tables}, aux))
         self.pool.broadcast("set_params_ref", [ref], key="set_params")
         st = self.state
         if st.kv is not None and st.update_on_kvstore and args:
-            values = [RowSparseArray.full(v) if n in tables else v for n, v in args.items()]
+            values = [_table_value(v) if n in tables else v for n, v in args.items()]
             self._with_servers("set_params", lambda: st.kv.init(list(args), values))
             st.weights = None  # workers now hold these values already
 
@@ -293,7 +300,8 @@ class RayExecutorGroup(WindowRunner, StepRunner, WorkerLossRecovery, HungWorkers
                 raise WorkersUnavailable("no live worker holds the parameters")
         args = st.kv.read_all() if on_servers else per_worker[min(per_worker)][0]
         for name in self.param_names:
-            _store(arg_params, name, args[name])
+            if name in args:  # workers hold no table: before a kvstore, the driver has it
+                _store(arg_params, name, args[name])
         for name in self.aux_names:
             values = [w[1][name] for w in per_worker.values()]
             _store(aux_params, name, np.mean(values, axis=0).astype(values[0].dtype)
@@ -688,6 +696,12 @@ def _even_slices(batch_size: int, count: int) -> list[slice]:
     return split_input_slice(batch_size, [1] * count)
 
 
+
+
+def _table_value(value: Any) -> Any:
+    """A table's init value for the kvstore: a TableInit as is, an array as a row_sparse
+    array holding every row."""
+    return value if isinstance(value, TableInit) else RowSparseArray.full(as_numpy(value))
 
 
 def _on_host(array: Any, copy: bool) -> Any:

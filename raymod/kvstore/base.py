@@ -15,6 +15,7 @@ import numpy as np
 from ..base import MXNetError, bytes_via_file, file_from_bytes
 from ..registry import Registry
 from ..sparse import RowSparseArray, is_sparse, stype_of
+from ..sparse.table_init import TableInit
 from .rows import checked_row_ids
 
 __all__ = ["KVStoreBase", "create", "register"]
@@ -226,6 +227,8 @@ def _norm_key(key: Any, what: str) -> int | str:
 def _norm_array(value: Any, key: Any, what: str) -> Any:
     """``value`` if it is a numpy or cupy array (numpy scalars become 0-d arrays)."""
     if type(value) is np.ndarray or is_sparse(value):
+        return value
+    if what == "init" and isinstance(value, TableInit):  # a table its servers fill
         return value
     if isinstance(value, np.generic):
         return np.asarray(value)

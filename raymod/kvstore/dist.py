@@ -26,6 +26,7 @@ from ..cluster import naming, waits
 from ..context import as_numpy
 from ..optimizer import Optimizer, Updater
 from ..sparse import RowSparseArray, is_sparse
+from ..sparse.table_init import TableInit
 from .base import KVStoreBase, register
 from .compression import GradientCompression
 from .layout import ShardLayout
@@ -164,7 +165,7 @@ class DistKVStore(KVStoreBase):
         """
         values = self._one_value_each(key, value)
         tables = {k: v for k, v in values.items() if self.layout.is_table(k)
-                  or (k not in self.layout.keys and isinstance(v, RowSparseArray))}
+                  or (k not in self.layout.keys and isinstance(v, (RowSparseArray, TableInit)))}
         values = {k: _host_dense(v) for k, v in values.items() if k not in tables}
         fresh = {k: v for k, v in values.items() if k not in self.layout.keys}
         known = {k: v for k, v in values.items() if k in self.layout.keys}
@@ -187,7 +188,8 @@ class DistKVStore(KVStoreBase):
     def _init_tables(self, tables: dict) -> list:
         """Server calls that create the tables ``{key: value}`` (a known table is
         overwritten), one per shard holding rows of each. Each shard gets its rows of the
-        value: a row_sparse value's held rows only (a table of zeros costs no transfer)."""
+        value: a row_sparse value's held rows only (a table of zeros costs no transfer), or
+        a :class:`TableInit`, from which each shard makes its own rows."""
         calls = []
         for k, value in tables.items():
             known = k in self.layout.keys
@@ -197,7 +199,7 @@ class DistKVStore(KVStoreBase):
                 self.layout.add_table(k, value.shape, value.dtype)
             index = self.layout.keys[k][2]
             for s, lo, hi in self.layout.table_ranges(k):
-                part = _rows_in(value, lo, hi)
+                part = value if isinstance(value, TableInit) else _rows_in(value, lo, hi)
                 calls.append(self.servers[s].write_table.remote(k, part) if known else
                              self.servers[s].add_table.remote(k, index, lo, hi, part))
         return calls

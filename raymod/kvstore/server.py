@@ -50,6 +50,7 @@ from .. import actor_setup
 from ..base import MXNetError
 from ..optimizer import Optimizer, Updater
 from ..sparse import RowSparseArray
+from ..sparse.table_init import TableInit
 from . import shm
 from .compression import dequantize_2bit
 from .doorbell import DoorbellServer
@@ -255,9 +256,11 @@ class KVServer:
     @_mirrored
     def add_table(self, key: Any, index: int, lo: int, hi: int, values: Any) -> None:
         """Hold rows ``[lo, hi)`` of a new row_sparse table ``key``: ``values``, a dense
-        ``(hi - lo,) + shape[1:]`` array (copied), or a row_sparse one over those rows
-        (zeros where it holds none)."""
-        if isinstance(values, RowSparseArray):
+        ``(hi - lo,) + shape[1:]`` array (copied), a row_sparse one over those rows
+        (zeros where it holds none), or the table's :class:`TableInit` (rows made here)."""
+        if isinstance(values, TableInit):
+            self.tables[key] = Table(index, lo, hi, values.rows(lo, hi))
+        elif isinstance(values, RowSparseArray):
             table = Table(index, lo, hi, np.zeros(values.shape, values.dtype))
             table.values[values.indices] = values.data
             self.tables[key] = table
@@ -267,9 +270,13 @@ class KVServer:
     @_mirrored
     def write_table(self, key: Any, values: Any) -> None:
         """Overwrite this shard's rows of table ``key`` (init of a known table): with a
-        dense array, or a row_sparse one (zeros where it holds none)."""
-        target = self.tables[key].values
-        if isinstance(values, RowSparseArray):
+        dense array, a row_sparse one (zeros where it holds none), or the table's
+        :class:`TableInit`."""
+        table = self.tables[key]
+        target = table.values
+        if isinstance(values, TableInit):
+            target[...] = values.rows(table.lo, table.hi)
+        elif isinstance(values, RowSparseArray):
             assign_rows(target, values)
         else:
             target[...] = values

@@ -26,6 +26,7 @@ from ..io import DataDesc
 from ..model import _check_kvstore_arg
 from ..ndarray_io import atomic_write
 from ..sparse import stype_of
+from ..sparse.table_init import TableInit
 from ..parallel import ExecutorGroup
 from ..parallel.executor_group import check_batch_dtypes
 from ..symbol import Symbol
@@ -125,6 +126,9 @@ class Module(BaseModule):
         self._arg_params: dict | None = None
         self._aux_params: dict | None = None
         self._params_dirty = False
+        # row_sparse tables on KVServers whose values are still only a recipe: the servers
+        # make their rows (see raymod.sparse.table_init); the host copy is filled on request
+        self._pending_tables: dict = {}
         self._optimizer = None
         self._kvstore = None
         self._update_on_kvstore = None
@@ -254,7 +258,7 @@ class Module(BaseModule):
         happened since the last call.
         """
         self._require(Stage.PARAMS_READY, "get_params")
-        if self._params_dirty:
+        if self._params_dirty or self._pending_tables:
             self._sync_params_from_devices()
         return show((self._arg_params, self._aux_params))
 
@@ -293,14 +297,26 @@ class Module(BaseModule):
         self._require(Stage.BOUND, "init_params")
         self._check_param_names(arg_params, aux_params, allow_missing, allow_extra)
         attrs = self._symbol.attr_dict()
+        # on workers a table is drawn a block of rows at a time and the KVServers holding
+        # the rows draw them again: this host never holds it whole (same values as here)
+        tables = (self._table_names() if getattr(self._exec_group, "tables_on_servers", False)
+                  else set())
         for own, given in ((self._arg_params, arg_params), (self._aux_params, aux_params)):
             for name in sorted(own):
                 if given is not None and name in given:
                     self._copy_param(name, given[name], own[name])
+                    self._pending_tables.pop(name, None)
                 elif initializer is not None:  # without one, the current value stays
-                    initializer(InitDesc(name, attrs.get(name)), own[name])
+                    desc = InitDesc(name, attrs.get(name))
+                    plan = (TableInit.draw(initializer, desc, own[name].shape,
+                                           own[name].dtype) if name in tables else None)
+                    if plan is None:
+                        initializer(desc, own[name])
+                        self._pending_tables.pop(name, None)
+                    else:
+                        self._pending_tables[name] = plan
         self._params_dirty = False
-        self._exec_group.set_params(self._arg_params, self._aux_params)
+        self._exec_group.set_params(self._host_params(), self._aux_params)
         self._stage = self._stage.after_params()
 
     def _check_param_names(self, arg_params: dict | None, aux_params: dict | None,
@@ -361,13 +377,27 @@ class Module(BaseModule):
     def _sync_params_from_devices(self) -> None:
         """Refresh the host parameter dicts from the devices (device average); a row_sparse
         table the kvstore updates is read from the kvstore, the devices holding only the
-        rows last pulled."""
+        rows last pulled; a table still only planned (no kvstore yet) is made here."""
         self._exec_group.get_params(self._arg_params, self._aux_params)
         if self._kvstore and self._update_on_kvstore:
-            for name, arrays in zip(self._exec_group.param_names, self._exec_group.param_arrays):
-                if stype_of(arrays[0]) == "row_sparse":
-                    self._kvstore.pull(name, out=self._arg_params[name], ignore_sparse=False)
+            for name in self._table_names():
+                self._kvstore.pull(name, out=self._arg_params[name], ignore_sparse=False)
+            self._pending_tables = {}
+        for name, plan in self._pending_tables.items():
+            plan.fill(self._arg_params[name])
+        self._pending_tables = {}
         self._params_dirty = False
+
+    def _table_names(self) -> set:
+        """Names of the parameters stored as row_sparse tables."""
+        group = self._exec_group
+        return {n for n, arrays in zip(group.param_names, group.param_arrays)
+                if stype_of(arrays[0]) == "row_sparse"}
+
+    def _host_params(self) -> dict:
+        """The parameter values to give the devices and the kvstore: the host arrays, a
+        table still planned as its :class:`TableInit` (its holders make the rows)."""
+        return {**self._arg_params, **self._pending_tables}
 
     # ---- binding ----------------------------------------------------------------------------
     def bind(self, data_shapes: Any, label_shapes: Any = None, for_training: bool = True,
@@ -458,7 +488,7 @@ class Module(BaseModule):
             self._aux_params = shared_module._aux_params
             self._stage = self._stage.after_bind().after_params()
         elif self._stage.params_initialized:
-            group.set_params(self._arg_params, self._aux_params)
+            group.set_params(self._host_params(), self._aux_params)
             self._stage = self._stage.after_bind()
         else:
             self._arg_params = {n: np.zeros(a[0].shape, a[0].dtype)

@@ -273,7 +273,7 @@ class OnWorkers(Placement):
 
     def setup_kvstore(self, mod: Any, kv: Any, optimizer: opt.Optimizer,
                       update_on_kvstore: bool) -> None:
-        mod._exec_group.setup_kvstore(kv, optimizer, update_on_kvstore, mod._arg_params,
+        mod._exec_group.setup_kvstore(kv, optimizer, update_on_kvstore, mod._host_params(),
                                       mod._compression_params, mod._kvstore_corrections())
 
     def batch_size(self, mod: Any, kv: Any) -> int:

@@ -123,3 +123,54 @@ def test_workers_pull_only_the_rows_their_slices_read(close_modules):
                                                         self.root.param_arrays)
                       if n == "table"][0]) for w in mod._pool.workers.values()])
     assert all(0 < h <= 5 * 16 for h in held), held  # one slice of 16 rows x 5 ids
+
+
+def test_the_driver_never_holds_a_table_and_the_servers_draw_the_same_values(close_modules):
+    """A 256 MB table on 2 workers and 2 shards: the driver draws it a block at a time (its
+    resident memory grows by far less than the table) and the servers draw their rows again
+    from the blocks' generator states: the values are the one-process init's, bit for bit."""
+    import psutil
+
+    rows, dim = 2_000_000, 32  # 256 MB of float32
+    ids = rm.sym.Variable("ids")
+    net = rm.sym.MakeLoss(rm.sym.sum(rm.sym.Embedding(
+        ids, rm.sym.Variable("embed_weight", stype="row_sparse"), input_dim=rows,
+        output_dim=dim, sparse_grad=True)))
+    kv = rm.kv.DistKVStore("dist_sync", num_servers=2)
+    mod = rm.mod.Module(net, data_names=["ids"], label_names=None, workers=2)
+    close_modules(mod)
+    mod.bind([("ids", (8, 3))])
+    me = psutil.Process()
+    before = me.memory_info().rss
+    rm.random.seed(21)
+    mod.init_params(rm.init.Uniform(0.5))
+    mod.init_optimizer(kvstore=kv, optimizer="sgd")
+    grown = me.memory_info().rss - before
+    assert grown < 128 * 2**20, f"the driver's memory grew by {grown / 2**20:.0f} MB"
+    assert [s for s, _, _ in kv.layout.table_ranges("embed_weight")] == [0, 1]
+
+    rm.random.seed(21)
+    expected = np.empty((rows, dim), np.float32)
+    rm.init.Uniform(0.5)(rm.init.InitDesc("embed_weight"), expected)
+    picked = np.array([0, 65_535, 65_536, 999_999, 1_000_000, rows - 1])  # blocks, shards
+    out = RowSparseArray.empty((rows, dim))
+    kv.row_sparse_pull("embed_weight", out=out, row_ids=picked)
+    np.testing.assert_array_equal(out.data, expected[picked])
+    np.testing.assert_array_equal(mod.get_params()[0]["embed_weight"], expected)
+
+
+def test_a_planned_table_is_made_on_the_driver_when_asked_before_any_kvstore(close_modules):
+    ids = rm.sym.Variable("ids")
+    net = rm.sym.MakeLoss(rm.sym.sum(rm.sym.Embedding(
+        ids, rm.sym.Variable("embed_weight", stype="row_sparse", init=rm.init.Normal(0.2)),
+        input_dim=70_000, output_dim=4, sparse_grad=True)))
+    mod = rm.mod.Module(net, data_names=["ids"], label_names=None, workers=2)
+    close_modules(mod)
+    mod.bind([("ids", (8, 3))])
+    rm.random.seed(5)
+    mod.init_params()
+    got = mod.get_params()[0]["embed_weight"]
+    rm.random.seed(5)
+    expected = np.empty((70_000, 4), np.float32)
+    rm.init.Normal(0.2)(rm.init.InitDesc("embed_weight"), expected)
+    np.testing.assert_array_equal(got, expected)
