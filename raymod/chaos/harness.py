@@ -4,7 +4,8 @@
 (``rm.cluster.init(multi_node=True)``): :data:`WORKER_NODES` nodes of :data:`NODE_CPUS`
 CPUs for workers and two zero-CPU nodes for the KVServer (one to move to). Each
 :meth:`Rig.run` trains the same small MLP on ``Workers(2, 4)`` with a checkpoint every
-:data:`CHECKPOINT_EVERY` steps, injects the schedule's faults when the driver reaches their
+:data:`CHECKPOINT_EVERY` steps (or, for a ``sparse`` schedule, the same MLP on csr
+batches whose first layer is a row_sparse table on the KVServers), injects the schedule's faults when the driver reaches their
 moments, and compares the final parameters with the same training in one process. A fit
 that stops because too few workers are left must leave a checkpoint: the rig puts its
 nodes back and resumes it, which must land on the trajectory too. A watchdog turns a fit
@@ -101,26 +102,39 @@ def _data() -> tuple[np.ndarray, np.ndarray]:
     return x, x[:, :4].argmax(axis=1).astype(np.float32)
 
 
-def _net() -> Any:
+def _sparse_data() -> tuple[Any, np.ndarray]:
+    """``_data()`` with its small values dropped (about 40 % of them kept), as csr."""
+    from ..sparse import cast_storage
+    x, y = _data()
+    return cast_storage(np.where(np.abs(x) > 0.85, x, 0).astype(np.float32), "csr"), y
+
+
+def _net(sparse: bool = False) -> Any:
     import raymod as rm
-    h = rm.sym.Activation(rm.sym.FullyConnected(rm.sym.Variable("data"), num_hidden=32,
-                                                name="fc1"), act_type="relu")
+    if sparse:  # fc1 as a row_sparse table read by a csr dot: lazy updates of the rows hit
+        table = rm.sym.Variable("fc1_weight", shape=(20, 32), stype="row_sparse")
+        h = rm.sym.broadcast_add(rm.sym.dot(rm.sym.Variable("data", stype="csr"), table),
+                                 rm.sym.Variable("fc1_bias", shape=(32,)))
+    else:
+        h = rm.sym.FullyConnected(rm.sym.Variable("data"), num_hidden=32, name="fc1")
+    h = rm.sym.Activation(h, act_type="relu")
     return rm.sym.SoftmaxOutput(rm.sym.FullyConnected(h, num_hidden=4, name="fc2"),
                                 name="softmax")
 
 
 def train(workers: Any = None, kvstore: Any = "local", svrg: bool = False,
           checkpoint: str | None = None, resume: bool = False, on_batch: Any = None,
-          keep: list | None = None) -> dict:
-    """The schedules' fit (in one process with ``workers=None``); its final parameters.
-    ``keep`` receives the module as soon as it exists (to close it whatever happens)."""
+          keep: list | None = None, sparse: bool = False) -> dict:
+    """The schedules' fit (in one process with ``workers=None``); its final parameters
+    (dense arrays). ``keep`` receives the module as soon as it exists (to close it
+    whatever happens)."""
     import raymod as rm
-    x, y = _data()
+    x, y = _sparse_data() if sparse else _data()
     rm.random.seed(1)
     if svrg:
         mod = rm.mod.SVRGModule(_net(), update_freq=2, workers=workers)
     else:
-        mod = rm.mod.Module(_net(), workers=workers)
+        mod = rm.mod.Module(_net(sparse), workers=workers)
     if keep is not None:
         keep.append(mod)
     config = None if checkpoint is None else rm.CheckpointConfig(
@@ -129,7 +143,8 @@ def train(workers: Any = None, kvstore: Any = "local", svrg: bool = False,
             kvstore=kvstore, optimizer_params={"learning_rate": 0.1, "momentum": 0.9},
             initializer=rm.init.Xavier(), batch_end_callback=on_batch, checkpoint=config,
             resume=resume)
-    return {k: v.copy() for k, v in mod.get_params()[0].items()}
+    return {k: np.array(v.todense() if hasattr(v, "todense") else v)
+            for k, v in mod.get_params()[0].items()}
 
 
 def max_relative_error(a: dict, b: dict) -> float:
@@ -268,13 +283,13 @@ class Rig:
         self.worker_nodes: list = []
         self.server_nodes: list = []
         self.drained: set = set()  # node ids drained: replaced before the next schedule
-        self._references: dict[bool, dict] = {}
+        self._references: dict[tuple, dict] = {}
 
-    def reference(self, svrg: bool = False) -> dict:
+    def reference(self, svrg: bool = False, sparse: bool = False) -> dict:
         """The parameters of the failure-free fit in one process."""
-        if svrg not in self._references:
-            self._references[svrg] = train(svrg=svrg)
-        return self._references[svrg]
+        if (svrg, sparse) not in self._references:
+            self._references[svrg, sparse] = train(svrg=svrg, sparse=sparse)
+        return self._references[svrg, sparse]
 
     def prepare(self) -> None:
         """Put back the nodes the last schedule removed."""
@@ -340,7 +355,7 @@ class Rig:
         import raymod as rm
         from ..cluster.pool import WorkersUnavailable
         from ..kvstore.dist import DistKVStore
-        reference = self.reference(schedule.svrg)
+        reference = self.reference(schedule.svrg, schedule.sparse)
         self.prepare()
         outcome, t0 = Outcome(schedule), time.perf_counter()
         injector = _Injector(self, schedule)
@@ -359,7 +374,8 @@ class Rig:
                     injector.kv = stores[-1]
                     try:
                         got = train(workers, stores[-1], schedule.svrg, folder,
-                                    on_batch=injector.batch_end, keep=injector.modules)
+                                    on_batch=injector.batch_end, keep=injector.modules,
+                                    sparse=schedule.sparse)
                     except WorkersUnavailable as err:
                         # too few workers: it says which checkpoint resumes (the last step's,
                         # else an older one), and resuming must land on the trajectory
@@ -371,7 +387,8 @@ class Rig:
                         stores.append(DistKVStore("dist_sync",
                                                   server_resources={SERVER_RESOURCE: 1}))
                         got = train(workers, stores[-1], schedule.svrg, folder,
-                                    resume=True, keep=injector.modules)
+                                    resume=True, keep=injector.modules,
+                                    sparse=schedule.sparse)
                     outcome.events = _events(injector.modules)
                     for mod in injector.modules:  # close (a moment too) while faults may strike
                         mod.close()

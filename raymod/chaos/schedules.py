@@ -84,6 +84,9 @@ class Schedule:
     spares : int
         ``Workers.spares``: idle workers started ahead of need (a promotion is a
         ``worker.joining`` moment too).
+    sparse : bool
+        Train the sparse model: csr batches and a row_sparse first-layer table, which the
+        KVServers hold by row range and update lazily.
     seed, index : int
         Where :func:`generate` drew it (what replays it).
     """
@@ -94,9 +97,11 @@ class Schedule:
     seed: int | None = None
     index: int | None = None
     spares: int = 0
+    sparse: bool = False
 
     def __str__(self) -> str:
-        how = (("svrg " if self.svrg else "") + f"run_ahead={self.run_ahead}"
+        how = (("svrg " if self.svrg else "") + ("sparse " if self.sparse else "")
+               + f"run_ahead={self.run_ahead}"
                + (f" spares={self.spares}" if self.spares else ""))
         return f"[{', '.join(map(str, self.faults)) or 'no fault'}] {how}"
 
@@ -134,5 +139,6 @@ def generate(seed: int, count: int, slow: bool = False) -> list[Schedule]:
                                 rng.choice(kinds), rng.randrange(4)))
         # drawn apart, so that the faults of (seed, index) are those drawn before spares were
         spares = random.Random(f"raymod-chaos-spares:{seed}:{index}").choice([0, 1])
-        out.append(Schedule(tuple(faults), run_ahead, svrg, seed, index, spares))
+        sparse = not svrg and random.Random(f"raymod-chaos-model:{seed}:{index}").random() < 0.35
+        out.append(Schedule(tuple(faults), run_ahead, svrg, seed, index, spares, sparse))
     return out

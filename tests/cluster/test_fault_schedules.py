@@ -77,3 +77,18 @@ def test_a_drained_node_s_workers_leave_without_a_loss(rig):
     outcome = check(rig, Schedule((Fault("batch_end", 3, "node_drain"),), None))
     assert "leave: node draining" in outcome.events and "lost" not in outcome.events, \
         outcome.events
+
+
+def test_the_sparse_model_through_kills_a_node_loss_and_a_resume(rig):
+    """csr batches and a row_sparse table on the KVServers: a worker and a server killed,
+    then worker nodes removed until too few workers are left: the fit stops with a
+    checkpoint holding the table, and its resume lands on the one-process trajectory."""
+    outcome = check(rig, Schedule((Fault("batch_end", 3, "worker_kill"),
+                                   Fault("batch_end", 7, "server_kill"),
+                                   Fault("batch_end", 17, "worker_node"),
+                                   Fault("batch_end", 19, "worker_node", pick=1),
+                                   Fault("batch_end", 21, "worker_node", pick=2)),
+                                  8, sparse=True))
+    assert len(outcome.fired) >= 3, outcome.fired
+    if len(outcome.fired) == 5:  # no worker left: stopped with a checkpoint, then resumed
+        assert outcome.result == "resumed", outcome.row()
