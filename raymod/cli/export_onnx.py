@@ -70,12 +70,21 @@ def _cmd_export(args: argparse.Namespace) -> int:
                              onnx_file_path=args.onnx, dynamic=args.dynamic)
     except (rm_onnx.UnsupportedOperatorError, ValueError, TypeError, OSError) as err:
         raise CLIError(one_line(err)) from None
-    def shown(shape: tuple) -> str:  # --dynamic: the batch dimension is the symbol N
-        dims = [str(d) for d in shape]
-        if args.dynamic and dims:
-            dims[0] = "N"
+    declared = _declared_inputs(args.onnx) if args.dynamic else {}
+
+    def shown(name: str) -> str:  # --dynamic: the batch dimension is the symbol N (or 2*N)
+        dims = declared.get(name) or [str(d) for d in shapes[name]]
         return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
     print(f"wrote {args.onnx} (opset {rm_onnx.OPSET}) from {prefix} epoch {epoch}: inputs "
-          + ", ".join(f"{n}{shown(tuple(shapes[n]))}" for n in inputs))
+          + ", ".join(f"{n}{shown(n)}" for n in inputs))
     return 0
+
+
+def _declared_inputs(path: str) -> dict[str, list[str]]:
+    """The input dims the written ONNX file declares (symbolic ones by name), by input."""
+    import onnx
+
+    graph = onnx.load(path).graph
+    return {i.name: [d.dim_param or str(d.dim_value) for d in i.type.tensor_type.shape.dim]
+            for i in graph.input}

@@ -11,7 +11,7 @@ except ImportError as _err:
 
 from . import convert  # noqa: F401,E402  (registers the converters)
 from .export import data_inputs, export_model, get_operator_support
-from .graph import OPSET, UnsupportedOperatorError
+from .graph import OPSET, DynamicBatchError, UnsupportedOperatorError
 
 __all__ = ["export_model", "get_operator_support", "data_inputs", "OPSET",
-           "UnsupportedOperatorError"]
+           "UnsupportedOperatorError", "DynamicBatchError"]

@@ -7,9 +7,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..base import names_list
+from ..base import MXNetError, names_list
 from ..symbol.infer import shape_values, type_values
-from .graph import CONVERTERS, OPSET, GraphBuilder, NodeContext, UnsupportedOperatorError
+from .graph import (CONVERTERS, OPSET, BatchDim, DynamicBatchError, GraphBuilder, NodeContext,
+                    UnsupportedOperatorError)
 
 __all__ = ["export_model", "get_operator_support", "data_inputs"]
 
@@ -121,6 +122,154 @@ def _type_list(in_types: Any, data_names: list[str]) -> list[np.dtype]:
                         f"({err})") from None
 
 
+def _batch_axes(dynamic_input_shapes: Any, data_names: list[str],
+                shapes: list[tuple[int, ...]]) -> list[int | None]:
+    """Each input's batch axis for ``dynamic=True``: the ``None`` of its entry in
+    ``dynamic_input_shapes`` (no ``None``: the input has no batch axis), axis 0 without it."""
+    if dynamic_input_shapes is None:
+        return [0] * len(data_names)
+    if isinstance(dynamic_input_shapes, (str, bytes)) or not hasattr(dynamic_input_shapes,
+                                                                     "__len__"):
+        raise TypeError(f"export_model: dynamic_input_shapes must be a list of shapes, one "
+                        f"per input ({', '.join(data_names)}), got {dynamic_input_shapes!r}")
+    given = list(dynamic_input_shapes)
+    if given and all(d is None or isinstance(d, (int, np.integer)) for d in given):
+        given = [given]   # one bare shape for a one-input network
+    if len(given) != len(data_names):
+        raise ValueError(f"export_model: dynamic_input_shapes has {len(given)} shape(s), the "
+                         f"network has {len(data_names)} input(s) ({', '.join(data_names)})")
+    axes: list[int | None] = []
+    for name, dyn, shape in zip(data_names, given, shapes):
+        dyn = tuple(dyn)
+        free = [i for i, d in enumerate(dyn) if d is None]
+        fixed_ok = all(d is None or d == s for d, s in zip(dyn, shape))
+        if len(dyn) != len(shape) or not fixed_ok or len(free) > 1:
+            raise ValueError(f"export_model: dynamic_input_shapes entry {dyn!r} of input "
+                             f"{name!r} must be its in_shapes {shape!r} with None at the batch "
+                             f"axis (at most one None: only the batch size is dynamic)")
+        axes.append(free[0] if free else None)
+    return axes
+
+
+def _probe_batches(batch: int) -> tuple[int, int]:
+    """Two other batch sizes to infer shapes at: a dimension that follows the batch is then
+    fitted as ``scale * N + offset`` and checked on the third point."""
+    return batch + 1, 2 * batch + 3
+
+
+def _shapes_at(symbol, given_shapes: dict, batched: dict[str, int], size: int) -> dict:
+    """Shapes inferred with every batched input's batch axis set to ``size``."""
+    given = dict(given_shapes)
+    for name, axis in batched.items():
+        shape = list(given[name])
+        shape[axis] = size
+        given[name] = tuple(shape)
+    return shape_values(symbol, given)
+
+
+def _fixed_batch(size: int, other: int, err: Exception) -> DynamicBatchError:
+    return DynamicBatchError(
+        f"ONNX export with dynamic=True: the network does not take a batch of {other} (it "
+        f"is exported at {size}), so its batch size is fixed: {err}. Export with "
+        f"dynamic=False, or say which inputs are batched with dynamic_input_shapes")
+
+
+def _batch_step(symbol, given_shapes: dict, batched: dict[str, int], size: int) -> int:
+    """How many entries of the inputs' batch axis one batch item takes: 1, unless the
+    network takes only whole multiples of some step there (a mean and a log-variance
+    stacked along axis 0 and split apart, say); then the batch counts those steps."""
+    first = None
+    for step in range(1, min(size, 16) + 1):
+        if size % step:
+            continue
+        try:
+            _shapes_at(symbol, given_shapes, batched, size + step)
+            return step
+        except (MXNetError, ValueError) as err:
+            first = first or err
+    raise _fixed_batch(size, size + 1, first)
+
+
+def _batch_dims(symbol, given_shapes: dict, batched: dict[str, int], batch: int, step: int,
+                shape_of: dict) -> dict:
+    """Every graph entry's shape with the dims that follow the batch as :class:`BatchDim`.
+
+    Shapes are inferred again at two other batch sizes (each batched input's batch axis
+    changed, to ``step`` times the batch); a graph that cannot take them fixes its batch
+    somewhere, and the error of raymod's shape inference names the operator. Batch 1 is
+    inferred too, where squeeze without an axis drops the batch axis.
+    """
+    probes = _probe_batches(batch)
+    probed = []
+    for other in probes:
+        try:
+            probed.append(_shapes_at(symbol, given_shapes, batched, other * step))
+        except (MXNetError, ValueError) as err:
+            raise _fixed_batch(batch * step, other * step, err) from None
+    try:   # a network that cannot take batch 1 (slicing the batch axis) still exports
+        single = [(1, _shapes_at(symbol, given_shapes, batched, step))] if batch != 1 else []
+    except (MXNetError, ValueError):
+        single = []
+    seen = list(zip(probes, probed)) + single
+    nodes = list(symbol.topo())
+    owner = {(id(n), k): n for n in nodes
+             for k in range(len(n.output_names()) if n.op is not None else 1)}
+
+    def rank_of(values: dict, key) -> int | None:
+        shape = values.get(key)
+        return None if shape is None else len(shape)
+
+    varies = {key for key, shape in shape_of.items() if shape is not None and any(
+        rank_of(p, key) not in (None, len(shape)) for _, p in seen)}
+    _check_rank_changes(nodes, owner, varies, shape_of, seen)
+    dims = {}
+    for key, shape in shape_of.items():
+        if shape is None:   # an entry shape inference left open (a dropped label, say)
+            dims[key] = None
+            continue
+        out: list = []
+        for i, d in enumerate(shape):
+            v1, v2 = (tuple(p.get(key) or ())[i:i + 1] or (None,) for p in probed)
+            v1, v2 = v1[0], v2[0]
+            if v1 == d and v2 == d:
+                out.append(int(d))
+                continue
+            scale = (v1 - d) // (probes[0] - batch) if v1 is not None else 0
+            dim = BatchDim(scale, d - scale * batch)   # probes[0] is batch + 1
+            if scale == 0 or dim.at(probes[0]) != v1 or dim.at(probes[1]) != v2:
+                node = owner[key]
+                what = f"operator {node.op.name}" if node.op is not None else "variable"
+                raise DynamicBatchError(
+                    f"ONNX export with dynamic=True: {what} (node '{node.name}') output "
+                    f"{key[1]} has dimension {i} = {d}, {v1}, {v2} at batch {batch}, "
+                    f"{probes[0]}, {probes[1]}: not a whole multiple of the batch plus a "
+                    f"constant, which ONNX cannot compute; export with dynamic=False")
+            out.append(dim)
+        dims[key] = tuple(out)
+    return dims
+
+
+def _check_rank_changes(nodes: list, owner: dict, varies: set, shape_of: dict,
+                        seen: list[tuple[int, dict]]) -> None:
+    """Refuse a graph where a value's rank changes with the batch (squeeze without an axis
+    drops a batch axis of 1 too): an ONNX graph holds one rank for it."""
+    if not varies:
+        return
+    order = {id(n): i for i, n in enumerate(nodes)}
+    first = min(varies, key=lambda key: (order[key[0]], key[1]))   # where it starts
+    node = owner[first]
+    at, other = next((b, p[first]) for b, p in seen if p.get(first) is not None
+                     and len(p[first]) != len(shape_of[first]))
+    squeeze = node.op is not None and node.op.name == "squeeze"
+    why = ("squeeze without an axis drops the batch axis too when the batch is 1; give it "
+           "an axis" if squeeze else "an ONNX graph holds one rank for each value")
+    what = f"operator {node.op.name}" if node.op is not None else "variable"
+    raise DynamicBatchError(
+        f"ONNX export with dynamic=True: {what} (node '{node.name}') changes the rank of "
+        f"its output with the batch size ({shape_of[first]} at the exported batch, {other} "
+        f"at batch {at}): {why}; export with dynamic=False")
+
+
 def _output_name(name: str) -> str:
     """MXNet's exported output names: ``fc1_output`` -> ``fc1``, ``split_output1`` ->
     ``split1``."""
@@ -132,7 +281,8 @@ def _output_name(name: str) -> str:
 
 def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | None = None,
                  in_types: Any = np.float32, onnx_file_path: str = "model.onnx",
-                 verbose: bool = False, dynamic: bool = False) -> str:
+                 verbose: bool = False, dynamic: bool = False,
+                 dynamic_input_shapes: Sequence[Sequence[int | None]] | None = None) -> str:
     """Export a network and its parameters as an ONNX model file (opset 13).
 
     The inference graph is exported: Dropout is the identity, BatchNorm uses its moving
@@ -159,8 +309,16 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
     verbose : bool
         Log each converted node and the graph at the end (``logging`` INFO).
     dynamic : bool
-        Make the batch (first) dimension of every input and output symbolic (``N``);
-        the other dimensions stay those of ``in_shapes``.
+        Let the model run at any batch size: the batch axis of every input is the symbol
+        ``N`` (the first axis, unless ``dynamic_input_shapes`` says otherwise), and every
+        shape that follows it (RNN begin states, Reshape targets, broadcast shapes, filled
+        constants, index bounds, the outputs' dims) is computed from the input at run time.
+        The other dimensions stay those of ``in_shapes``.
+    dynamic_input_shapes : list of tuple, optional
+        With ``dynamic``: each input's ``in_shapes`` entry with ``None`` at its batch axis,
+        e.g. ``[(35, None, 200)]`` for time-major data; an entry without ``None`` is an input
+        that has no batch axis (a fixed table, an index list). At most one ``None`` per
+        input: only the batch is dynamic. Ignored (with a warning) without ``dynamic``.
 
     Returns
     -------
@@ -171,6 +329,10 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
     ------
     UnsupportedOperatorError
         An operator has no ONNX form (the message names the operator and its node).
+    DynamicBatchError
+        With ``dynamic``: the network fixes its batch size (an operator's attribute or a
+        variable's declared shape holds it), or a dimension follows the batch in a way ONNX
+        cannot compute; a subclass of ``UnsupportedOperatorError``.
 
     Examples
     --------
@@ -197,13 +359,29 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
                          f"{names_list(missing_aux)}")
     shapes = _shape_list(in_shapes, data_names)
     types = _type_list(in_types, data_names)
+    if dynamic_input_shapes is not None and not dynamic:
+        _log.warning("export_model: dynamic_input_shapes is ignored without dynamic=True")
+    axes = _batch_axes(dynamic_input_shapes, data_names, shapes) if dynamic else \
+        [None] * len(data_names)
+    batched = {n: a for n, a in zip(data_names, axes) if a is not None}
+    sizes = {n: shapes[data_names.index(n)][a] for n, a in batched.items()}
+    if len(set(sizes.values())) > 1:
+        raise ValueError(f"export_model: with dynamic=True the inputs' batch dimensions must "
+                         f"agree, got {', '.join(f'{n}: {b}' for n, b in sizes.items())} "
+                         f"(mark an input without a batch axis by an entry without None in "
+                         f"dynamic_input_shapes)")
 
     given_shapes = {**{k: v.shape for k, v in values.items()}, **dict(zip(data_names, shapes))}
     # parameters take the dtype inferred from the inputs (cast on export)
     given_types = dict(zip(data_names, types))
     shape_of = shape_values(symbol, given_shapes)
     dtype_of = type_values(symbol, given_types)
-    builder = GraphBuilder(values, shape_of, dtype_of, dynamic)
+    dims, step = None, 1
+    if batched:
+        size = next(iter(sizes.values()))
+        step = _batch_step(symbol, given_shapes, batched, size)
+        dims = _batch_dims(symbol, given_shapes, batched, size // step, step, shape_of)
+    builder = GraphBuilder(values, shape_of, dtype_of, dynamic, dims)
     param_names = set(values)
     for node in symbol.topo():
         if node.is_variable:
@@ -212,6 +390,11 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
         for k, out in enumerate(node.output_names()):
             single = len(node.op.list_outputs()) == 1
             builder.names[(id(node), k)] = builder.fresh(node.name if single else out)
+    var_nodes = {n.name: n for n in symbol.topo() if n.is_variable}
+    if batched:   # the runtime batch is read off the first batched input
+        first = next(iter(batched))
+        builder.batch_source = (builder.names[(id(var_nodes[first]), 0)], batched[first],
+                                step)
     for node in symbol.topo():
         if node.is_variable or id(node) in skip:
             continue
@@ -219,18 +402,15 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
             _log.info("ONNX export: converting %s '%s'", node.op.name, node.name)
         CONVERTERS[node.op.name](NodeContext(builder, node, param_names))
 
-    batch = "N" if dynamic else None
-
     def info(name, dtype, shape):
-        dims = list(shape)
-        if batch and dims:
-            dims[0] = batch
+        # a dim that follows the batch is symbolic: N, or its formula (say 4*N)
+        dims = [str(d) if isinstance(d, BatchDim) else d for d in shape]
         return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(
             np.dtype(dtype)), dims)
 
-    var_nodes = {n.name: n for n in symbol.topo() if n.is_variable}
-    graph_inputs = [info(builder.names[(id(var_nodes[n]), 0)], t, s)
-                    for n, t, s in zip(data_names, types, shapes)]
+    graph_inputs = [info(builder.names[(id(var_nodes[n]), 0)], t,
+                         builder.dims[(id(var_nodes[n]), 0)])
+                    for n, t in zip(data_names, types)]
     graph_outputs = []
     for (node, k), name in zip(symbol.outputs, symbol.list_outputs()):
         value = builder.names[(id(node), k)]
@@ -238,7 +418,7 @@ def export_model(sym: Any, params: Any, in_shapes: Sequence[Sequence[int]] | Non
         if out != value or out in {o.name for o in graph_outputs}:
             out = builder.add("Identity", [value], builder.fresh(out), out)
         graph_outputs.append(info(out, dtype_of.get((id(node), k)) or np.float32,
-                                  shape_of[(id(node), k)]))
+                                  builder.dims[(id(node), k)]))
     graph = helper.make_graph(builder.nodes, "raymod_exported_model", graph_inputs,
                               graph_outputs, initializer=list(builder.initializers.values()))
     model = helper.make_model(graph, producer_name="raymod",

@@ -140,10 +140,10 @@ def dot(ctx: NodeContext) -> None:
             raise ctx.unsupported("with transpose_a/transpose_b on arrays of more than two "
                                   "dims is not exported")
         # MXNet's N-d dot contracts a's last axis with b's first
-        a2 = ctx.add("Reshape", [a, ctx.ints("a2", [-1, sa[-1]])])
-        b2 = ctx.add("Reshape", [b, ctx.ints("b2", [sb[0], -1])])
+        a2 = ctx.add("Reshape", [a, ctx.reshape_target("a2", [-1, ctx.in_dims(0)[-1]])])
+        b2 = ctx.add("Reshape", [b, ctx.reshape_target("b2", [ctx.in_dims(1)[0], -1])])
         prod = ctx.add("MatMul", [a2, b2])
-        ctx.add("Reshape", [prod, ctx.ints("shape", ctx.out_shape())], ctx.output())
+        ctx.add("Reshape", [prod, ctx.reshape_target("shape", ctx.out_dims())], ctx.output())
         return
     if ta and len(sa) == 2:
         a = _transposed_last2(ctx, a, 2)
@@ -191,7 +191,7 @@ def _reduce(onnx_op: str, axes_as_input: bool):
         else:
             value = ctx.add(onnx_op, [ctx.input(0)], out, axes=axes, keepdims=keep)
         if not rank_ok:
-            ctx.add("Reshape", [value, ctx.ints("shape", out_shape)], ctx.output())
+            ctx.add("Reshape", [value, ctx.reshape_target("shape", ctx.out_dims())], ctx.output())
     return convert
 
 
@@ -245,4 +245,4 @@ def norm(ctx: NodeContext) -> None:
     axis = ctx.attrs.get("axis")
     axes = list(range(nd)) if not axis else [int(a) % nd for a in axis]
     value = ctx.add(op, [ctx.input(0)], axes=axes, keepdims=1)
-    ctx.add("Reshape", [value, ctx.ints("shape", ctx.out_shape())], ctx.output())
+    ctx.add("Reshape", [value, ctx.reshape_target("shape", ctx.out_dims())], ctx.output())

@@ -17,7 +17,8 @@ def softmax_output(ctx: NodeContext) -> None:
     else:   # over everything but the batch axis
         flat = ctx.add("Flatten", [ctx.input(0)], axis=1)
         probs = ctx.add("Softmax", [flat], axis=1)
-        ctx.add("Reshape", [probs, ctx.ints("shape", [0] + list(shape[1:]))], ctx.output())
+        ctx.add("Reshape", [probs, ctx.reshape_target("shape", [0] + list(ctx.in_dims(0)[1:]))],
+                ctx.output())
 
 
 def _scaled(ctx: NodeContext) -> str:

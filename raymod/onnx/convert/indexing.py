@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from ..graph import NodeContext, converts
+from ..graph import Dim, NodeContext, converts
 
 _INT64 = 7
 _BIG = np.iinfo(np.int64).max
@@ -16,15 +16,17 @@ def _index(ctx: NodeContext, i: int) -> str:
     return ctx.add("Cast", [ctx.input(i)], to=_INT64)
 
 
-def _bounded(ctx: NodeContext, idx: str, n: int, mode: str) -> str:
+def _bounded(ctx: NodeContext, idx: str, n: Dim, mode: str) -> str:
+    """``idx`` wrapped or clipped into ``[0, n)``; ``n`` may follow the batch (indexing the
+    batch axis), then it is read at run time."""
     if mode == "wrap":
-        return ctx.add("Mod", [idx, ctx.const("n", np.int64(n))])
-    return ctx.add("Clip", [idx, ctx.const("lo", np.int64(0)), ctx.const("hi", np.int64(n - 1))])
+        return ctx.add("Mod", [idx, ctx.dim("n", n)])
+    return ctx.add("Clip", [idx, ctx.const("lo", np.int64(0)), ctx.dim("hi", n - 1)])
 
 
 @converts("take")
 def take(ctx: NodeContext) -> None:
-    shape = ctx.in_shape(0)
+    shape = ctx.in_dims(0)
     axis = int(ctx.attrs["axis"]) % len(shape)
     idx = _index(ctx, 1)
     if ctx.attrs["mode"] in ("clip", "wrap"):
@@ -34,12 +36,12 @@ def take(ctx: NodeContext) -> None:
 
 @converts("pick")
 def pick(ctx: NodeContext) -> None:
-    shape = ctx.in_shape(0)
+    shape = ctx.in_dims(0)
     axis = int(ctx.attrs["axis"]) % len(shape)
     idx = _bounded(ctx, _index(ctx, 1), shape[axis], ctx.attrs["mode"])
     keep = list(shape)
     keep[axis] = 1
-    idx = ctx.add("Reshape", [idx, ctx.ints("keep", keep)])
+    idx = ctx.add("Reshape", [idx, ctx.reshape_target("keep", keep)])
     picked = ctx.add("GatherElements", [ctx.input(0), idx], None if not ctx.attrs["keepdims"]
                      else ctx.output(), axis=axis)
     if not ctx.attrs["keepdims"]:
@@ -60,10 +62,11 @@ def one_hot(ctx: NodeContext) -> None:
 
 @converts("where")
 def where(ctx: NodeContext) -> None:
-    cond, shape = ctx.in_shape(0), ctx.in_shape(1)
+    cond, shape = ctx.in_dims(0), ctx.in_shape(1)
     flag = ctx.add("Cast", [ctx.input(0)], to=9)   # bool: nonzero is true
     if len(cond) == 1 and len(shape) > 1:   # MXNet's row mask over the first axis
-        flag = ctx.add("Reshape", [flag, ctx.ints("rows", [cond[0]] + [1] * (len(shape) - 1))])
+        rows = ctx.reshape_target("rows", [cond[0]] + [1] * (len(shape) - 1))
+        flag = ctx.add("Reshape", [flag, rows])
     ctx.add("Where", [flag, ctx.input(1), ctx.input(2)], ctx.output())
 
 
@@ -79,7 +82,7 @@ def _arg(onnx_op: str):
         pos = ctx.add(onnx_op, [x], axis=axis, keepdims=keep,
                       select_last_index=0)
         pos = ctx.add("Cast", [pos], to=helper.np_dtype_to_tensor_dtype(ctx.in_dtype(0)))
-        ctx.add("Reshape", [pos, ctx.ints("shape", ctx.out_shape())], ctx.output())
+        ctx.add("Reshape", [pos, ctx.reshape_target("shape", ctx.out_dims())], ctx.output())
     return convert
 
 
@@ -111,11 +114,11 @@ def repeat(ctx: NodeContext) -> None:
     reps = [1] * (len(shape) + 1)
     reps[axis + 1] = r
     tiled = ctx.add("Tile", [spread, ctx.ints("reps", reps)])
-    ctx.add("Reshape", [tiled, ctx.ints("shape", ctx.out_shape())], ctx.output())
+    ctx.add("Reshape", [tiled, ctx.reshape_target("shape", ctx.out_dims())], ctx.output())
 
 
 @converts("slice_like")
 def slice_like(ctx: NodeContext) -> None:
-    out = ctx.out_shape()
-    ctx.add("Slice", [ctx.input(0), ctx.ints("starts", [0] * len(out)), ctx.ints("ends", out),
+    out = ctx.out_dims()
+    ctx.add("Slice", [ctx.input(0), ctx.ints("starts", [0] * len(out)), ctx.shape("ends", out),
                       ctx.ints("axes", range(len(out)))], ctx.output())

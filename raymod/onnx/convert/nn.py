@@ -34,7 +34,9 @@ def convolution(ctx: NodeContext) -> None:
 def deconvolution(ctx: NodeContext) -> None:
     attrs = _conv_attrs(ctx)
     nd = len(attrs["kernel_shape"])
-    ins_shape, out_shape = ctx.in_shape(0)[2:], ctx.out_shape()[2:]
+    # the pads are attributes: the spatial dims must not follow the batch
+    ins_shape = [ctx.fixed_in_dim(0, 2 + i, "padding") for i in range(nd)]
+    out_shape = ctx.out_shape()[2:]
     begins, ends, extra = [], [], []
     for i in range(nd):
         # MXNet's pad/adj (or those target_shape implies), from the known shapes; ONNX
@@ -114,7 +116,7 @@ def batch_norm(ctx: NodeContext) -> None:
     if axis != 1:
         raise ctx.unsupported(f"with axis={ctx.attrs['axis']} is not exported (axis 1 only)")
     if ctx.attrs["fix_gamma"]:   # MXNet's inference ignores gamma then: scale 1
-        channels = ctx.in_shape(0)[1]
+        channels = ctx.fixed_in_dim(0, 1, "channel count")
         gamma = ctx.const("gamma_fixed", np.ones(channels, dtype=ctx.in_dtype(0)))
     else:
         gamma = ctx.input(1)

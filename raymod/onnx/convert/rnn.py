@@ -44,7 +44,7 @@ def rnn(ctx: NodeContext) -> None:
                               "model (their values are rearranged into ONNX's W, R, B)")
     dtype = ctx.in_dtype(0)
     flat = np.asarray(ctx.b.params[src.name], dtype=dtype).reshape(-1)
-    steps, batch, width = ctx.in_shape(0)
+    width = ctx.fixed_in_dim(0, 2, "input width")   # sizes the W initializers
     entries, _ = param_layout(mode, layers, dirs, width, hidden)
     attrs = {"hidden_size": hidden, "direction": "bidirectional" if dirs == 2 else "forward"}
     if mode == "gru":

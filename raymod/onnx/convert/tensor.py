@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from ..graph import NodeContext, converts
+from ..graph import BatchDim, NodeContext, converts
 
 
 @converts("Dropout", "BlockGrad", "_copy")
@@ -18,19 +18,18 @@ def flatten(ctx: NodeContext) -> None:
     ctx.add("Flatten", [ctx.input(0)], ctx.output(), axis=1)
 
 
-def reshape_to(ctx: NodeContext, value: str, shape: tuple, out: str, in_shape: tuple) -> str:
-    """Reshape ``value`` to the known ``shape``; with ``dynamic`` a leading dimension equal
-    to the input's is kept symbolic (ONNX's 0: copy it)."""
-    dims = list(shape)
-    if ctx.dynamic and dims and in_shape and dims[0] == in_shape[0]:
-        dims[0] = 0
-    return ctx.add("Reshape", [value, ctx.ints("shape", dims)], out)
+def reshape_to(ctx: NodeContext, value: str, out: str) -> str:
+    """Reshape input 0 (``value``) to the node's inferred output shape; with ``dynamic`` the
+    dims that follow the batch are copied from the input or computed at run time."""
+    return ctx.add("Reshape", [value, ctx.reshape_target("shape", ctx.out_dims(),
+                                                         ctx.in_dims(0))], out)
 
 
 @converts("Reshape", "reshape_like")
 def reshape(ctx: NodeContext) -> None:
-    # MXNet's codes (0, -1, -2, -3, -4, reverse) are resolved by raymod's shape inference
-    reshape_to(ctx, ctx.input(0), ctx.out_shape(), ctx.output(), ctx.in_shape(0))
+    # MXNet's codes (0, -1, -2, -3, -4, reverse) are resolved by raymod's shape inference;
+    # they are not ONNX's (MXNet's -2, -3, -4 have no ONNX form), so the result is written out
+    reshape_to(ctx, ctx.input(0), ctx.output())
 
 
 @converts("transpose")
@@ -59,10 +58,12 @@ def expand_dims(ctx: NodeContext) -> None:
 def squeeze(ctx: NodeContext) -> None:
     shape = ctx.in_shape(0)
     axis = ctx.attrs.get("axis")
+    # (with dynamic=True, a squeeze whose output rank would change at batch 1 is refused
+    # before: the unit dims here are the same at every batch)
     axes = [a % len(shape) for a in axis] if axis else [i for i, d in enumerate(shape)
                                                         if d == 1]
     if not axes or len(axes) == len(shape):   # MXNet keeps one dim when all are squeezed
-        reshape_to(ctx, ctx.input(0), ctx.out_shape(), ctx.output(), shape)
+        reshape_to(ctx, ctx.input(0), ctx.output())
         return
     ctx.add("Squeeze", [ctx.input(0), ctx.ints("axes", axes)], ctx.output())
 
@@ -83,14 +84,14 @@ def stack(ctx: NodeContext) -> None:
 
 
 def _slice(ctx: NodeContext, starts, ends, axes, steps, out: str | None = None) -> str:
-    return ctx.add("Slice", [ctx.input(0), ctx.ints("starts", starts), ctx.ints("ends", ends),
+    return ctx.add("Slice", [ctx.input(0), ctx.shape("starts", starts), ctx.ints("ends", ends),
                              ctx.ints("axes", axes), ctx.ints("steps", steps)],
                    out or ctx.output())
 
 
 @converts("slice")
 def slice_(ctx: NodeContext) -> None:
-    shape = ctx.in_shape(0)
+    shape = ctx.in_dims(0)   # a negative step from the last element of a batch axis: N - 1
     begin, end = list(ctx.attrs["begin"]), list(ctx.attrs["end"])
     step = list(ctx.attrs.get("step") or ()) + [None] * len(begin)
     starts, ends, steps = [], [], []
@@ -114,14 +115,16 @@ def slice_axis(ctx: NodeContext) -> None:
 
 @converts("SliceChannel")
 def slice_channel(ctx: NodeContext) -> None:
-    shape = ctx.in_shape(0)
+    shape = ctx.in_dims(0)
     n, axis = int(ctx.attrs["num_outputs"]), int(ctx.attrs["axis"]) % len(shape)
-    sizes = ctx.ints("split", [shape[axis] // n] * n)
+    # split sizes along a batch axis are unknown: without them ONNX splits in equal parts
+    sizes = [] if isinstance(shape[axis], BatchDim) else \
+        [ctx.ints("split", [shape[axis] // n] * n)]
     outs = [ctx.output(k) for k in range(n)]
     if not ctx.attrs["squeeze_axis"]:
-        ctx.add("Split", [ctx.input(0), sizes], outs, axis=axis)
+        ctx.add("Split", [ctx.input(0), *sizes], outs, axis=axis)
         return
-    parts = ctx.add("Split", [ctx.input(0), sizes], [ctx.fresh(f"part{k}") for k in range(n)],
+    parts = ctx.add("Split", [ctx.input(0), *sizes], [ctx.fresh(f"part{k}") for k in range(n)],
                     axis=axis)
     for part, out in zip(parts, outs):
         ctx.add("Squeeze", [part, ctx.ints("axes", [axis])], out)
@@ -141,14 +144,16 @@ def cast(ctx: NodeContext) -> None:
 
 @converts("tile")
 def tile(ctx: NodeContext) -> None:
-    shape, reps = ctx.in_shape(0), list(ctx.attrs["reps"])
+    shape, reps = ctx.in_dims(0), list(ctx.attrs["reps"])
     nd = max(len(shape), len(reps))
     x = ctx.input(0)
     if len(shape) < nd:   # MXNet prepends unit dims to the data
-        x = ctx.add("Reshape", [x, ctx.ints("shape", [1] * (nd - len(shape)) + list(shape))])
+        x = ctx.add("Reshape", [x, ctx.reshape_target("shape", [1] * (nd - len(shape))
+                                                      + list(shape))])
     ctx.add("Tile", [x, ctx.ints("repeats", [1] * (nd - len(reps)) + reps)], ctx.output())
 
 
 @converts("broadcast_to", "broadcast_like", "broadcast_axis")
 def broadcast_to(ctx: NodeContext) -> None:
-    ctx.add("Expand", [ctx.input(0), ctx.ints("shape", ctx.out_shape())], ctx.output())
+    ctx.add("Expand", [ctx.input(0), ctx.expand_target("shape", ctx.out_dims(),
+                                                       ctx.in_dims(0))], ctx.output())

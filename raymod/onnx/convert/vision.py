@@ -39,6 +39,11 @@ def upsampling(ctx: NodeContext) -> None:
 def crop(ctx: NodeContext) -> None:
     shape, out = ctx.in_shape(0), ctx.out_shape()
     h, w = out[2], out[3]
+    # offsets and ends are constants of the graph: no spatial dim may follow the batch
+    for axis in (2, 3):
+        ctx.fixed_in_dim(0, axis, "crop window")
+        if ctx.num_inputs > 1:
+            ctx.fixed_in_dim(1, axis, "crop window")
     if ctx.attrs["center_crop"]:
         top, left = (shape[2] - h) // 2, (shape[3] - w) // 2
     else:
