@@ -1,6 +1,7 @@
 """Sparse models at parameter-server scale: what a step moves, costs and holds.
 
-    python bench/bench_sparse.py [--sections linear,dense,mxnet,table] [--steps 20]
+    python bench/bench_sparse.py [--sections linear,dense,mxnet,table,tablefit,workers]
+                                 [--steps 20] [--table-rows 10000000]
 
 Sections, each printing JSON lines then a table:
   linear  A linear model at Avazu's width (1,000,001 features x 2 classes) on csr batches of
@@ -18,6 +19,12 @@ Sections, each printing JSON lines then a table:
           only the rows of 8192 ids, runs Embedding forward and backward, and pushes the
           row_sparse gradient. Bytes per step, step time, and the resident memory of the
           worker and of each server.
+  tablefit The 10^7 x 64 table through Module.fit on 2 Ray workers and 2 KVServer shards
+          (Embedding with sparse_grad, lazy Adam, 8192 long-tailed ids per batch): the
+          driver draws the table a block at a time and each server draws its own rows, so
+          no process holds it whole but the servers (by half). init_params + init_optimizer
+          seconds, the fit's seconds per step, and the resident memory of the driver, the
+          workers and the servers.
   workers The linear model trained by fit on 2 Ray workers and 2 KVServer shards: the fit's
           seconds (worker start included), the rows each worker holds (its last slice's), and the resident memory of
           the workers and the servers.
@@ -252,6 +259,47 @@ def section_table(rm, args) -> list[dict]:
     return recs
 
 
+def section_tablefit(rm, args) -> list[dict]:
+    """The 10^7 x 64 table trained by Module.fit on 2 workers and 2 shards."""
+    import ray
+    rows, dim, batch = args.table_rows, 64, 8192
+    rng = np.random.default_rng(3)
+    ids = (np.minimum(rng.zipf(1.05, (args.steps * batch, 1)), rows) - 1).astype(np.float32)
+    net = rm.sym.MakeLoss(rm.sym.sum(rm.sym.Embedding(
+        rm.sym.Variable("ids"), rm.sym.Variable("embed_weight", stype="row_sparse"),
+        input_dim=rows, output_dim=dim, sparse_grad=True)))
+    mod = rm.mod.Module(net, data_names=["ids"], label_names=None, workers=2)
+    kv = rm.kv.DistKVStore("dist_sync", num_servers=2)
+    it = rm.io.NDArrayIter(ids, batch_size=batch, data_name="ids")
+    driver_before = rss_mb()
+    mod.bind(it.provide_data)
+    t0 = time.perf_counter()
+    mod.init_params(rm.init.Uniform(0.01))
+    mod.init_optimizer(kvstore=kv, optimizer="adam", optimizer_params={"learning_rate": 0.01})
+    init_s = time.perf_counter() - t0
+    driver_peak = rss_mb()
+    t0 = time.perf_counter()
+    mod.fit(it, num_epoch=1, eval_metric="loss")
+    step_s = (time.perf_counter() - t0) / args.steps
+    workers = list(mod._pool.workers.values())
+    pids = ray.get([w.__ray_call__.remote(lambda self: os.getpid()) for w in workers])
+    held = ray.get([w.__ray_call__.remote(
+        lambda self: int(self.root.param_arrays[0][0].indices.size)) for w in workers])
+    spids = [ray.get(s.__ray_call__.remote(lambda self: os.getpid())) for s in kv.servers]
+    rec = emit(section="tablefit", variant="Module.fit, 2 workers, 2 shards", batch=batch,
+               step_s=round(step_s, 4), rows=rows, dim=dim,
+               table_gb=round(rows * dim * 4 / 1e9, 2), init_s=round(init_s, 2),
+               rows_held_by_worker=held,
+               driver_rss_mb={"before": round(driver_before, 1),
+                              "after_init": round(driver_peak, 1),
+                              "after_fit": round(rss_mb(), 1)},
+               worker_rss_mb=[round(rss_mb(p), 1) for p in pids],
+               server_rss_mb=[round(rss_mb(p), 1) for p in spids])
+    mod.close()
+    kv.close()
+    return [rec]
+
+
 def section_workers(rm, args) -> list[dict]:
     """The Avazu-width linear model on 2 Ray workers and 2 KVServer shards (fit)."""
     import ray
@@ -293,12 +341,12 @@ def section_workers(rm, args) -> list[dict]:
 
 
 SECTIONS = {"linear": section_linear, "dense": section_dense, "mxnet": section_mxnet,
-            "table": section_table, "workers": section_workers}
+            "table": section_table, "tablefit": section_tablefit, "workers": section_workers}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sections", default="linear,dense,mxnet,table,workers")
+    parser.add_argument("--sections", default="linear,dense,mxnet,table,tablefit,workers")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--table-rows", type=int, default=10_000_000)
     parser.add_argument("--mxnet-python", default="/tmp/mxvenv/bin/python")

@@ -380,8 +380,9 @@ class Module(BaseModule):
         rows last pulled; a table still only planned (no kvstore yet) is made here."""
         self._exec_group.get_params(self._arg_params, self._aux_params)
         if self._kvstore and self._update_on_kvstore:
-            for name in self._table_names():
-                self._kvstore.pull(name, out=self._arg_params[name], ignore_sparse=False)
+            if not getattr(self._exec_group, "tables_on_servers", False):  # read them above
+                for name in self._table_names():
+                    self._kvstore.pull(name, out=self._arg_params[name], ignore_sparse=False)
             self._pending_tables = {}
         for name, plan in self._pending_tables.items():
             plan.fill(self._arg_params[name])
