@@ -174,3 +174,56 @@ def test_a_planned_table_is_made_on_the_driver_when_asked_before_any_kvstore(clo
     expected = np.empty((70_000, 4), np.float32)
     rm.init.Normal(0.2)(rm.init.InitDesc("embed_weight"), expected)
     np.testing.assert_array_equal(got, expected)
+
+
+def avazu_width_data(rows=2048, width=1_000_001, nnz=15):
+    """Click-log-like csr rows at Avazu's width: ``nnz`` long-tailed feature ids a row."""
+    rng = np.random.default_rng(8)
+    ids = np.minimum(rng.zipf(1.2, (rows, nnz)), width) - 1
+    ids = np.sort(ids, axis=1)
+    keep = np.concatenate([np.ones((rows, 1), bool), np.diff(ids, axis=1) > 0], axis=1)
+    indptr = np.concatenate([[0], np.cumsum(keep.sum(axis=1))])
+    x = CSRArray(np.ones(int(keep.sum()), np.float32), ids[keep], indptr, (rows, width))
+    y = (rng.random(rows) < 0.3).astype(np.float32)
+    return x, y
+
+
+def fit_avazu_width(close=None, workers=None, kvstore=None, on_batch=None):
+    x, y = avazu_width_data()
+    net = rm.sym.SoftmaxOutput(rm.sym.broadcast_add(
+        rm.sym.dot(rm.sym.Variable("data", stype="csr"),
+                   rm.sym.Variable("weight", shape=(x.shape[1], 2), stype="row_sparse",
+                                   init=rm.init.Normal(0.01))),
+        rm.sym.Variable("bias", shape=(2,))), name="softmax")
+    rm.random.seed(9)
+    mod = rm.mod.Module(net, workers=workers)
+    if close is not None:
+        close(mod)
+    mod.fit(rm.io.NDArrayIter(x, y, batch_size=256, shuffle=True, seed=4), num_epoch=1,
+            optimizer="adam", optimizer_params={"learning_rate": 0.05}, kvstore=kvstore,
+            batch_end_callback=on_batch, eval_metric="ce")
+    return {k: np.array(v) for k, v in mod.get_params()[0].items()}
+
+
+def test_avazu_width_on_workers_with_a_worker_and_a_server_killed(close_modules):
+    """The linear model at Avazu's width (1,000,001 features) on 2 workers and 2 shards,
+    a worker killed at step 2 and a server at step 5 of 8: the one-process parameters."""
+    reference = fit_avazu_width()
+    kv = rm.kv.DistKVStore("dist_sync", num_servers=2)
+    killed = []
+
+    def on_batch(param):
+        pool = param.locals["self"]._pool
+        if param.nbatch == 2:
+            rank = sorted(pool.workers)[0]
+            ray.kill(pool.workers[rank], no_restart=True)
+            killed.append("worker")
+        if param.nbatch == 5:
+            server = kv.servers[0]
+            ray.kill(server, no_restart=True)
+            wait_until_dead(server)
+            killed.append("server")
+
+    got = fit_avazu_width(close_modules, rm.Workers(2, 3), kv, on_batch)
+    assert killed == ["worker", "server"]
+    assert_close(reference, got)
