@@ -9,6 +9,7 @@ figures as Ray metrics.
 from . import metrics, naming, pool
 from .local import (LocalCluster, init, init_for_workers, is_initialized, local_cluster,
                     shutdown)
+from .local import ClusterStartError  # noqa: F401 - one line, what failed and what to do
 from .workers import Workers
 
 __all__ = ["init", "init_for_workers", "shutdown", "is_initialized", "LocalCluster", "local_cluster", "Workers"]
