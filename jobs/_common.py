@@ -33,7 +33,8 @@ __all__ = ["EpochMetrics", "JobArgumentParser", "add_cluster_args", "add_output_
            "add_plot_arg", "connect", "contexts_from_args", "describe_workers", "fail",
            "fit_checkpointing",
            "fraction", "kvstore_for",
-           "limit_blas_threads", "parse_workers", "plot_path", "positive_float", "positive_int",
+           "limit_blas_threads", "output_file", "output_folder", "output_prefix",
+           "parse_workers", "plot_location", "plot_path", "positive_float", "positive_int",
            "progress_bar", "save_curves_png", "workers_from_args"]
 
 _LOG = logging.getLogger(__name__)
@@ -45,6 +46,40 @@ KVSTORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
 from raymod.cli.argtypes import (  # noqa: E402
     checkpoint_location, fraction, nonnegative_int, positive_float, positive_int)
 
+
+
+# ---- locations: checked while the flags are parsed (one line, exit 2), before anything runs
+def _writable(text: str, folder: bool) -> str:
+    problem = rm.callback.location_problem(text, folder=folder)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: {problem}")
+    return text
+
+
+def output_file(text: str) -> str:
+    """A file the job may write (``--metrics``): not a folder, and it or its nearest
+    existing folder writable. Nothing is created."""
+    return _writable(text, folder=False)
+
+
+def output_folder(text: str) -> str:
+    """A folder the job may write into (``--tensorboard``): not a file, writable or
+    creatable. Nothing is created."""
+    return _writable(text, folder=True)
+
+
+def output_prefix(text: str) -> str:
+    """A checkpoint prefix (``--checkpoint``): the folder its files go into is writable or
+    creatable. Nothing is created."""
+    problem = rm.callback.location_problem(os.path.dirname(os.path.abspath(text)), folder=True)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"cannot write files with prefix {text!r}: {problem}")
+    return text
+
+
+def plot_location(text: str) -> str:
+    """``--plot``: 'none' (no plot), or a file the job may write."""
+    return text if text.strip().lower() in ("", "none") else _writable(text, folder=False)
 
 
 def parse_workers(text: str) -> rm.Workers | None:
@@ -59,14 +94,53 @@ def parse_workers(text: str) -> rm.Workers | None:
             f"got {text!r}") from None
 
 
+#: the flags the job parsed last (``JobArgumentParser``): EpochMetrics logs them as the run's
+#: MLflow parameters / TensorBoard hparams, and takes ``--mlflow`` from them
+_JOB_FLAGS: dict = {}
+#: EpochMetrics(mlflow=...)'s default: what the job's --mlflow flag said
+_FROM_FLAGS: Any = object()
+
+
 class JobArgumentParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line: ``prog: error: message (see --help)``.
 
-    The exit status stays argparse's 2; ``--help`` is unchanged.
+    The exit status stays argparse's 2; ``--help`` is unchanged. The parsed flags are also
+    kept for :class:`EpochMetrics` (``--mlflow``, and the run's parameters).
     """
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = super().parse_known_args(args, namespace)
+        _JOB_FLAGS.clear()
+        _JOB_FLAGS.update(vars(parsed))
+        return parsed, extras
+
+
+def mlflow_location(text: str) -> str:
+    """``--mlflow``: a local folder for MLflow's file store (writable or creatable) or a
+    tracking URI (an http(s) server must answer); MLflow must be installed. Nothing is
+    created."""
+    import importlib.util
+    if importlib.util.find_spec("mlflow") is None:
+        raise argparse.ArgumentTypeError("needs MLflow: pip install 'raymod[mlflow]'")
+    from raymod.mlflow_logger import resolve_tracking_uri, tracking_problem
+    problem = tracking_problem(resolve_tracking_uri(text))
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"cannot use {text!r}: {problem}")
+    return text
+
+
+class _MLflowFlag(argparse.Action):
+    """``--mlflow [URI]``: checks the URI, or the default store when none is given (argparse
+    does not run ``type`` on ``const``)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        try:
+            setattr(namespace, self.dest, mlflow_location(values or self.const))
+        except argparse.ArgumentTypeError as err:
+            parser.error(f"argument {option}: {err}")
 
 
 # ---- flags ----------------------------------------------------------------------------------
@@ -96,15 +170,29 @@ def add_cluster_args(parser: argparse.ArgumentParser, workers: str = "2",
                             "default $RAY_ADDRESS (set by ray job submit), else start a "
                             "loopback-only local cluster")
 
+    class NoDashboard(argparse.Action):
+        def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+            os.environ["RAYMOD_DASHBOARD"] = "0"  # what rm.cluster.init reads
+            setattr(namespace, self.dest, True)
+
+    group.add_argument("--no-dashboard", action=NoDashboard, nargs=0, default=False,
+                       help="start the local Ray cluster without Ray's dashboard (about 1 GB "
+                            "less memory, a faster start; no State API, no `ray list`)")
+
 
 def add_output_args(parser: argparse.ArgumentParser, name: str) -> None:
     """Add ``--checkpoint PREFIX`` and ``--metrics PATH``, defaulting under ``runs/<name>/``."""
     group = parser.add_argument_group("outputs")
+    # every location is checked as the flags are parsed: a bad one exits 2 before any write
     group.add_argument("--checkpoint", default=f"runs/{name}/{name}", metavar="PREFIX",
+                       type=output_prefix,
                        help="checkpoint prefix: PREFIX-symbol.json, PREFIX-%%04d.params and "
                             ".states are written at the end (default %(default)s)")
     group.add_argument("--metrics", default=f"runs/{name}/metrics.jsonl", metavar="PATH",
-                       help="JSON-lines metrics, one line per epoch (default %(default)s)")
+                       type=output_file,
+                       help="JSON-lines metrics, one line per epoch, appended: each run's "
+                            "lines carry its own run id (raymod plot --run picks one) "
+                            "(default %(default)s)")
     group.add_argument("--checkpoint-dir", default=f"runs/{name}/fit", metavar="PATH_OR_URI",
                        type=checkpoint_location,  # checked now: a bad one exits 2 at once
                        help="resumable checkpoints (parameters, optimizer state, sampler "
@@ -118,10 +206,17 @@ def add_output_args(parser: argparse.ArgumentParser, name: str) -> None:
     group.add_argument("--disp-batches", type=positive_int, default=None, metavar="N",
                        help="log training speed and the metric every N batches, as MXNet's "
                             "Speedometer does (default: once per epoch only)")
-    group.add_argument("--tensorboard", default=None, metavar="DIR",
+    group.add_argument("--tensorboard", default=None, metavar="DIR", type=output_folder,
                        help="also write TensorBoard scalars (training and validation metrics, "
                             "learning rate, loss, samples/s, step time, worker membership) "
-                            "under DIR; needs raymod[tensorboard]")
+                            "and hparams under DIR; needs raymod[tensorboard]")
+    group.add_argument("--mlflow", nargs="?", const=f"runs/{name}/mlruns", default=None,
+                       metavar="URI", action=_MLflowFlag,
+                       help="also record the run in MLflow (rm.callback.MLflowLogger, "
+                            "experiment 'raymod'): the flags and optimizer as parameters, "
+                            "batch and epoch metrics, worker membership, checkpoints as "
+                            "artifacts; URI: a tracking server or a local folder (MLflow's "
+                            "file store); without URI: %(const)s; needs raymod[mlflow]")
 
 
 def fit_checkpointing(args: argparse.Namespace, run: str | None = None) -> dict:
@@ -214,7 +309,13 @@ def connect(workers: rm.Workers | None, address: str | None = None) -> dict | No
         if address is not None:
             _LOG.warning("training in process: --address %s is not used", address)
         return None
-    info = rm.cluster.init_for_workers(workers, address)
+    try:
+        info = rm.cluster.init_for_workers(workers, address)
+    except rm.cluster.ClusterStartError as err:
+        # one line and status 2 (not Ray's 20-line traceback): what failed, what to do
+        fail(f"could not start a local Ray cluster ({err.tries} "
+             f"{'try' if err.tries == 1 else 'tries'}): {err.cause}; run it again, add "
+             f"--no-dashboard, or join a running cluster with --address HOST:PORT", status=2)
     _LOG.info("Ray cluster %s (%s), resources %s", info["address"],
               "local" if info["local"] else "joined",
               {k: v for k, v in info["resources"].items() if k in ("CPU", "GPU")})
@@ -275,8 +376,9 @@ def progress_bar(batches_per_epoch: int | None = None) -> Iterator[rm.callback.T
 class EpochMetrics:
     """Writes one JSON line per epoch: training and validation metrics, time and throughput.
 
-    Lines look like ``{"event": "epoch", "epoch": 0, "time": <unix time>, "train_accuracy":
-    0.91, "val_accuracy": 0.95, "time_cost": 1.23, "samples_per_sec": 1170.2}``. Give
+    Lines look like ``{"event": "epoch", "run": "20250101-120000-1a2b3c", "epoch": 0,
+    "time": <unix time>, "train_accuracy": 0.91, "val_accuracy": 0.95, "time_cost": 1.23,
+    "samples_per_sec": 1170.2}``. Give
     :meth:`batch_end` as a ``batch_end_callback``, :meth:`epoch_end` as an
     ``epoch_end_callback`` and :meth:`eval_end` as the ``eval_end_callback`` of
     ``Module.fit``; with no validation data the line is written at the epoch's end.
@@ -287,16 +389,22 @@ class EpochMetrics:
     starting workers before the first epoch are not counted); otherwise the clock starts
     at the previous epoch's line (or at construction).
 
+    The file is only ever appended to, and only once the first epoch ends: a run that fails
+    at its start leaves the lines of the runs before it as they were. Every line carries a
+    ``"run"`` id (``raymod plot`` draws the newest run, or the one ``--run`` names).
+
     Parameters
     ----------
     path : str
-        The file (parent directories are created; an existing file is overwritten).
+        The file (parent directories are created at the first line).
     batch_size : int
         Samples per batch (the global batch on workers).
     has_validation : bool, default True
         Whether ``fit`` gets ``eval_data`` (the line then waits for :meth:`eval_end`).
     mode : {'w', 'a'}, default 'w'
-        Overwrite the file, or append to it (several runs in one file).
+        'w': a new run, with a new run id, after the lines already there (it no longer
+        overwrites them); 'a': continue the file's newest run id (``--resume``, or a second
+        model of the same job), or start one if the file has none.
     fields : dict, optional
         Constant fields added to every line (e.g. ``{"method": "sgd"}``).
     tensorboard : str, optional
@@ -305,13 +413,38 @@ class EpochMetrics:
     disp_batches : int, optional
         Also log a Speedometer line (samples/s and the metric) every this many batches
         (the ``--disp-batches N`` flag).
+    mlflow : str, optional
+        Also record the fit as an MLflow run at this tracking URI or local folder
+        (``rm.callback.MLflowLogger``); default: the job's ``--mlflow`` flag, off when it was
+        not given. Its parameters (and TensorBoard's hparams) are the job's flags as
+        ``job.<flag>``, ``num_epoch`` (``--epochs``) and ``fields``; its epoch metrics are
+        this class's lines. The run ends at :meth:`close` (``FAILED`` if ``fit`` raised),
+        after the final checkpoint of ``fit(checkpoint=...)`` is logged.
+
+    A loss-like training or validation metric (cross-entropy, MSE, ...) is also written as
+    ``train_loss`` / ``val_loss``.
     """
 
     def __init__(self, path: str, batch_size: int, has_validation: bool = True,
                  mode: str = "w", fields: dict | None = None, tensorboard: str | None = None,
-                 disp_batches: int | None = None):
-        self.log = rm.callback.MetricsLogger(path, mode=mode)
-        self.tensorboard = None if tensorboard is None else rm.callback.TensorBoard(tensorboard)
+                 disp_batches: int | None = None, mlflow: Any = _FROM_FLAGS):
+        if mode not in ("w", "a"):
+            raise ValueError(f"EpochMetrics(mode=...) must be 'w' or 'a', got {mode!r}")
+        # appended, never truncated: the lines of earlier runs are history to keep
+        run_id = (rm.callback.MetricsLogger.last_run_id(path) if mode == "a" else None) or \
+            rm.callback.new_run_id()
+        self.run_id = run_id
+        self.log = rm.callback.MetricsLogger(path, mode="a", run_id=run_id)
+        params = {**_flag_params(), **(fields or {})}
+        self.tensorboard = None if tensorboard is None else \
+            rm.callback.TensorBoard(tensorboard, hparams=params)
+        uri = _JOB_FLAGS.get("mlflow") if mlflow is _FROM_FLAGS else mlflow
+        job = os.path.splitext(os.path.basename(sys.argv[0]))[0] or "job"
+        self.mlflow = None if uri is None else rm.callback.MLflowLogger(
+            uri, run_name="-".join([job] + ([str(fields["method"])] if fields and
+                                           "method" in fields else [])),
+            tags={"raymod.metrics": os.path.abspath(path), "raymod.metrics_run": run_id},
+            params=params)
         # MXNet's example scripts log a Speedometer line every --disp-batches batches
         self.speedometer = (rm.callback.Speedometer(batch_size, disp_batches)
                             if disp_batches else None)
@@ -339,6 +472,8 @@ class EpochMetrics:
         self._metric = param.eval_metric
         if self.tensorboard is not None:
             self.tensorboard(param)
+        if self.mlflow is not None:
+            self.mlflow(param)
         if self.speedometer is not None:
             self.speedometer(param)
 
@@ -348,6 +483,7 @@ class EpochMetrics:
         metric = self._metric
         train = metric.get_global_name_value() if metric is not None else []
         record = {f"train_{name}": value for name, value in train}
+        record.update(_loss("train", train))
         record.update(time_cost=elapsed,
                       samples_per_sec=self._batches * self.batch_size / max(elapsed, 1e-9))
         self._pending = {"epoch": epoch, **record}
@@ -363,7 +499,9 @@ class EpochMetrics:
         if self.tensorboard is not None:
             self.tensorboard.eval_end(param)
         if param.eval_metric is not None:
-            self._pending.update({f"val_{n}": v for n, v in param.eval_metric.get_name_value()})
+            pairs = param.eval_metric.get_name_value()
+            self._pending.update({f"val_{n}": v for n, v in pairs})
+            self._pending.update(_loss("val", pairs))
         self._flush()
 
     def note(self, **fields: Any) -> None:
@@ -379,13 +517,39 @@ class EpochMetrics:
         self._notes = {}
         self.log.log_epoch(epoch, None, **record)
         self.records.append({"epoch": epoch, **record})
+        if self.mlflow is not None:
+            self.mlflow.on_epoch_record({"epoch": epoch, **record})
         self._tic = time.time()
 
     def close(self) -> None:
-        """Close the file (and the TensorBoard event file)."""
+        """Close the file (and the TensorBoard event file; end the MLflow run)."""
         self.log.close()
         if self.tensorboard is not None:
             self.tensorboard.close()
+        if self.mlflow is not None:
+            self.mlflow.close()
+
+
+def _flag_params() -> dict:
+    """The job's parsed flags as run parameters: ``job.<flag>`` (numbers, text, switches;
+    ``--workers`` as 'N' / 'MIN:MAX', 0 in process) and ``num_epoch`` (``--epochs``)."""
+    params: dict = {}
+    for name, value in _JOB_FLAGS.items():
+        if name == "workers" and (value is None or hasattr(value, "min_workers")):
+            value = "0" if value is None else (
+                str(value.min_workers) if value.min_workers == value.max_workers
+                else f"{value.min_workers}:{value.max_workers}")
+        if isinstance(value, (str, bool, int, float)):
+            params[f"job.{name}"] = value
+    if isinstance(_JOB_FLAGS.get("epochs"), int):
+        params["num_epoch"] = _JOB_FLAGS["epochs"]
+    return params
+
+
+def _loss(split: str, pairs: list) -> dict:
+    """``{'<split>_loss': value}`` for the first loss-like metric of ``pairs`` (none: {})."""
+    loss = rm.mlflow_logger.loss_of(pairs)
+    return {} if loss is None or any(n == "loss" for n, _ in pairs) else {f"{split}_loss": loss}
 
 
 class _TimedIter:
@@ -406,7 +570,7 @@ class _TimedIter:
 # ---- plots ----------------------------------------------------------------------------------
 def add_plot_arg(parser: argparse.ArgumentParser) -> None:
     """Add ``--plot PATH``: a PNG of the training curves (default: next to ``--metrics``)."""
-    parser.add_argument("--plot", default=None, metavar="PATH",
+    parser.add_argument("--plot", default=None, metavar="PATH", type=plot_location,
                         help="PNG of the training curves (default: the --metrics path with "
                              "suffix .png; 'none': no plot); needs matplotlib "
                              "(pip install 'raymod[plot]'), skipped with a note otherwise")

@@ -5,8 +5,9 @@
     python jobs/train_digits.py --workers 2:4 --address auto   # inside `ray submit`
 
 The data ships inside scikit-learn, so the job runs offline. Module.fit logs the training
-and validation accuracy of every epoch (a progress bar is drawn when stderr is a terminal),
-one JSON line per epoch goes to ``--metrics``, and the end writes a checkpoint in MXNet's
+and validation accuracy and cross-entropy (the loss) of every epoch (a progress bar is drawn
+when stderr is a terminal), one JSON line per epoch goes to ``--metrics`` (``--tensorboard``
+and ``--mlflow`` record the run too), and the end writes a checkpoint in MXNet's
 layout (``PREFIX-symbol.json``, ``PREFIX-%04d.params``, ``PREFIX-%04d.states``) and prints
 ``final validation accuracy 0.9xxx``. Exit status: 0; 1 if the run failed or ended below
 ``--min-accuracy``; 2 for bad flags.
@@ -104,7 +105,9 @@ def main(argv: list[str] | None = None) -> float:
         start = time.time()
         with common.progress_bar(batches) as bar:
             result = mod.fit(
-                metrics.timed(train), eval_data=val, eval_metric="acc",
+                # cross-entropy beside accuracy: the loss that metrics, --tensorboard and
+                # --mlflow show (as train_loss / val_loss, loss)
+                metrics.timed(train), eval_data=val, eval_metric=["acc", "ce"],
                 num_epoch=args.epochs, kvstore=common.kvstore_for(args.kvstore, args.workers),
                 optimizer="sgd", optimizer_params={"learning_rate": args.lr, "momentum": 0.9},
                 initializer=rm.init.Xavier(magnitude=2.0),

@@ -12,6 +12,7 @@ On the 2-core machine, loaded: `ray start` about 20 s, submit to final logs abou
 whole test 75-95 s.
 """
 import importlib.util
+import json
 import os
 import secrets
 import shutil
@@ -188,9 +189,13 @@ def test_ray_job_submit_train_digits_on_two_workers(loopback_head, tmp_path):
         shutil.copy(script, workdir / "jobs")
     out = tmp_path / "out"
     job_id = f"raymod-test-{uuid.uuid4().hex[:8]}"
+    # the README's command: the job's driver and its Ray workers run this venv's python (a
+    # head's own `python` may lack raymod's dependencies: ModuleNotFoundError)
+    runtime_env = json.dumps({"py_executable": sys.executable})
     submit_args = ["job", "submit", "--address", head.dashboard, "--working-dir", str(workdir),
-                   "--submission-id", job_id, "--no-wait", "--",
-                   "python", "jobs/train_digits.py", "--address", "auto", "--epochs", "1",
+                   "--runtime-env-json", runtime_env, "--submission-id", job_id, "--no-wait",
+                   "--", sys.executable, "jobs/train_digits.py", "--address", "auto",
+                   "--epochs", "1",
                    "--workers", "2", "--checkpoint", str(out / "digits"),
                    "--metrics", str(out / "metrics.jsonl")]
     deadline = time.monotonic() + 90

@@ -80,3 +80,47 @@ def test_fit_writes_learning_rate_loss_and_speed(tmp_path):
         for k in steps:  # 20 samples a step: samples/s and step time describe the same span
             assert speed[k] > 0 and step_time[k] > 0
             assert speed[k] * step_time[k] == pytest.approx(20, rel=1e-4)
+
+
+def test_fit_writes_hparams_and_validation_loss(tmp_path):
+    """TensorBoard's HPARAMS tab: the module's optimizer, batch and workers and the given
+    hparams as one session of the event file, judged by the epoch scalars (``val/loss``:
+    the validation cross-entropy again)."""
+    plugin_data = pytest.importorskip("tensorboard.plugins.hparams.plugin_data_pb2")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((160, 8)).astype(np.float32)
+    y = x[:, :4].argmax(axis=1).astype(np.float32)
+    net = rm.sym.SoftmaxOutput(rm.sym.FullyConnected(rm.sym.Variable("data"), num_hidden=4),
+                               name="softmax")
+    tb = rm.callback.TensorBoard(tmp_path / "tb", hparams={"num_epoch": 2, "seed": 7,
+                                                           "note": None})
+    rm.mod.Module(net).fit(
+        rm.io.NDArrayIter(x[:120], y[:120], batch_size=20), num_epoch=2,
+        eval_data=rm.io.NDArrayIter(x[120:], y[120:], batch_size=20), eval_metric=["acc", "ce"],
+        optimizer_params={"learning_rate": 0.5, "momentum": 0.9}, batch_end_callback=tb,
+        epoch_end_callback=tb, eval_end_callback=tb)
+    tb.close()
+    reader = event_accumulator.EventAccumulator(str(tmp_path / "tb"))
+    reader.Reload()
+    content = {tag: plugin_data.HParamsPluginData.FromString(data)
+               for tag, data in reader.PluginTagToContent("hparams").items()}
+    assert set(content) == {"_hparams_/experiment", "_hparams_/session_start_info",
+                            "_hparams_/session_end_info"}
+    start = content["_hparams_/session_start_info"].session_start_info.hparams
+    numbers = {k: v.number_value for k, v in start.items() if v.HasField("number_value")}
+    texts = {k: v.string_value for k, v in start.items() if v.HasField("string_value")}
+    assert numbers["optimizer.learning_rate"] == 0.5 and numbers["optimizer.momentum"] == 0.9
+    assert numbers["batch_size"] == 20 and numbers["num_epoch"] == 2 and numbers["seed"] == 7
+    assert texts["optimizer"] == "sgd" and texts["module"] == "Module" and texts["workers"] == "0"
+    assert "note" not in start  # None: left out
+    experiment = content["_hparams_/experiment"].experiment
+    assert {m.name.tag for m in experiment.metric_infos} >= {
+        "train/accuracy", "val/accuracy", "train/loss", "val/loss", "train/samples_per_s"}
+    assert {h.name for h in experiment.hparam_infos} == set(start)
+    end = content["_hparams_/session_end_info"].session_end_info
+    api = pytest.importorskip("tensorboard.plugins.hparams.api_pb2")
+    assert end.status == api.Status.Value("STATUS_SUCCESS")  # written by close()
+
+    def scalars(tag):
+        return [(e.step, e.value) for e in reader.Scalars(tag)]
+    assert scalars("val/loss") == scalars("val/cross-entropy") and len(scalars("val/loss")) == 2

@@ -33,12 +33,12 @@ import os
 import sys
 
 from ..compat.workers import WORKERS_ENV
-from .argtypes import nonnegative_int, positive_int
+from .argtypes import nonnegative_int
 from .errors import ArgumentParser as _ArgumentParser, CLIError
 from .export_onnx import _cmd_export, input_shape
 from .im2rec import add_parser as _add_im2rec
+from .plot import add_parser as _add_plot
 from .inspect_checkpoint import _cmd_inspect
-from .plot import _cmd_plot
 from .scripts import _cmd_bench, _cmd_train
 
 __all__ = ["main"]
@@ -89,22 +89,7 @@ def _build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.set_defaults(func=_cmd_inspect)
 
-    plot = sub.add_parser(
-        "plot", help="plot training curves from a JSON-lines metrics file",
-        description="Plot the metrics of a JSON-lines file written by rm.callback."
-                    "MetricsLogger (the jobs' --metrics): one panel per metric (train and "
-                    "validation per epoch, running batch values), throughput, and worker "
-                    "membership events as dotted lines. Needs matplotlib (raymod[plot]).")
-    plot.add_argument("metrics", metavar="METRICS.jsonl")
-    plot.add_argument("-o", "--output", metavar="PNG",
-                      help="image to write (default: METRICS with .png)")
-    plot.add_argument("--no-batches", dest="batches", action="store_false",
-                      help="leave out the batch lines' running values")
-    plot.add_argument("--run", type=int, default=-1,
-                      help="which run of a file appended to by several (default -1: the last)")
-    plot.add_argument("--title", help="figure title (default: the file name)")
-    plot.add_argument("--dpi", type=positive_int, default=100, help="(default %(default)s)")
-    plot.set_defaults(func=_cmd_plot)
+    _add_plot(sub)
 
     export = sub.add_parser(
         "export", help="export a checkpoint as an ONNX model (needs raymod[onnx])",

@@ -88,6 +88,10 @@ def write_list(path: str, items: list) -> None:
 
 def _make_lists(args: argparse.Namespace) -> None:
     items = list(list_images(args.root, args.recursive, tuple(args.exts)))
+    if not items:  # an empty .lst would only fail later, at packing or training
+        where = "under" if args.recursive else "directly in (without --recursive)"
+        raise CLIError(f"no image {where} ROOT {args.root!r} has an extension of --exts "
+                       f"{' '.join(args.exts)}: no list written", status=2)
     if args.shuffle:
         random.Random(100).shuffle(items)
     n = len(items)

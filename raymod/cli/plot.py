@@ -1,4 +1,9 @@
-"""``raymod plot``: training curves from a JSON-lines metrics file."""
+"""``raymod plot``: training curves from a JSON-lines metrics file.
+
+A file that several runs appended to (the jobs' ``--metrics``: each line carries its run's
+``"run"`` id) is drawn one run at a time, the newest by default; ``--run`` picks another by
+index or id, or ``all`` draws them together.
+"""
 from __future__ import annotations
 
 import argparse
@@ -7,20 +12,28 @@ import math
 import os
 from typing import Any
 
+from .argtypes import positive_int
 from .errors import CLIError, one_line as _one_line
 
 
 
-def _read_metrics(path: str) -> tuple[list[list[dict]], int]:
-    """The runs of a JSON-lines metrics file (a new run starts where the epoch goes back)
-    and the number of lines that were not JSON objects."""
+def _read_metrics(path: str) -> tuple[list[dict], int]:
+    """The runs of a JSON-lines metrics file and the number of lines that were not JSON
+    objects with an epoch.
+
+    Lines are grouped by their ``"run"`` id, in the order the ids first appear (lines of
+    the layout before run ids form their own groups, one after another); a group is cut
+    again where the epoch goes back (a second model in one job, or an appended run without
+    ids). Each run is ``{"id": str or None, "records": [...]}``.
+    """
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.readlines()
     except (OSError, UnicodeDecodeError) as err:
         raise CLIError(f"cannot read metrics file {path}: {_one_line(err)}") from None
-    runs: list[list[dict]] = [[]]
-    bad, last_epoch = 0, None
+    runs: list[dict] = []
+    open_runs: dict[Any, dict] = {}  # run id -> its newest run; None: the id-less lines
+    bad = 0
     for line in lines:
         if not line.strip():
             continue
@@ -37,17 +50,57 @@ def _read_metrics(path: str) -> tuple[list[list[dict]], int]:
         except (TypeError, ValueError):
             bad += 1
             continue
-        if record.get("event", "epoch") == "epoch":
-            if last_epoch is not None and epoch <= last_epoch and runs[-1]:
-                runs.append([])  # epochs went back: an appended second run
-            last_epoch = epoch
-        runs[-1].append(record)
-    runs = [r for r in runs if r]
-    return runs, bad
+        run_id = record.get("run") if isinstance(record.get("run"), str) else None
+        run = open_runs.get(run_id)
+        if run_id is None and runs and runs[-1] is not run:
+            run = None  # id-less lines after other runs' lines: a new (appended) run
+        is_epoch = record.get("event", "epoch") == "epoch"
+        if run is not None and is_epoch and run["last_epoch"] is not None \
+                and epoch <= run["last_epoch"]:
+            run = None  # epochs went back: a second run under the same id (or none)
+        if run is None:
+            run = {"id": run_id, "records": [], "last_epoch": None}
+            runs.append(run)
+            open_runs[run_id] = run
+        if is_epoch:
+            run["last_epoch"] = epoch
+        run["records"].append(record)
+    return [{"id": r["id"], "records": r["records"]} for r in runs], bad
+
+
+def run_selector(text: str) -> int | str:
+    """``--run``: an index (0 the first, -1 the newest), a run id (or a unique start of
+    one), or ``all``."""
+    try:
+        return int(text)
+    except ValueError:
+        return text.strip()
+
+
+def _select(runs: list[dict], selector: int | str, path: str) -> list[int]:
+    """The indexes of the runs ``--run`` names (CLIError, status 2, when none)."""
+    if isinstance(selector, int):
+        if -len(runs) <= selector < len(runs):
+            return [selector % len(runs)]
+        if selector < 0 or not any(r["id"] and r["id"].startswith(str(selector)) for r in runs):
+            raise CLIError(f"--run {selector}: {path} holds {len(runs)} run(s)", 2)
+        selector = str(selector)  # digits that start a run id (a date)
+    if selector.lower() == "all":
+        return list(range(len(runs)))
+    chosen = [i for i, r in enumerate(runs) if r["id"] == selector]
+    if not chosen:
+        starts = {r["id"] for r in runs if r["id"] and r["id"].startswith(selector)}
+        if len(starts) == 1:
+            chosen = [i for i, r in enumerate(runs) if r["id"] in starts]
+    if not chosen:
+        ids = ", ".join(dict.fromkeys(r["id"] or "(no id)" for r in runs))
+        raise CLIError(f"--run {selector!r}: no run with that id (or one start of an id) in "
+                       f"{path}; its runs: {ids}", 2)
+    return chosen
 
 
 _RESERVED_KEYS = {"event", "epoch", "nbatch", "time", "kind", "rank", "workers", "pid",
-                  "split"}
+                  "split", "run"}
 _SPEED_KEYS = ("samples_per_sec", "time_cost")
 
 
@@ -104,13 +157,17 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     runs, bad = _read_metrics(args.metrics)
     if not runs:
         raise CLIError(f"{args.metrics} holds no metric lines (JSON objects with an 'epoch')")
-    if not -len(runs) <= args.run < len(runs):
-        raise CLIError(f"--run {args.run}: {args.metrics} holds {len(runs)} run(s)", 2)
-    run = runs[args.run]
-    if not args.batches:
-        run = [r for r in run if r.get("event") != "batch"]
-    panels, speed, membership = _series(run)
-    if not panels and not speed:
+    selector = args.run if isinstance(args.run, int) else run_selector(str(args.run))
+    chosen = _select(runs, selector, args.metrics)
+    drawn = []  # (label prefix, panels, speed, membership) per run drawn
+    for i in chosen:
+        run = runs[i]["records"]
+        if not args.batches:
+            run = [r for r in run if r.get("event") != "batch"]
+        panels, speed, membership = _series(run)
+        prefix = "" if len(chosen) == 1 else f"run {i + 1}"
+        drawn.append((prefix, panels, speed, membership))
+    if not any(panels or speed for _, panels, speed, _ in drawn):
         raise CLIError(f"{args.metrics} has no numeric metrics to plot")
     try:
         import matplotlib
@@ -120,35 +177,50 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    names = list(panels) + (["throughput"] if speed else [])
+    names = list(dict.fromkeys(name for _, panels, _, _ in drawn for name in panels))
+    if any(speed for _, _, speed, _ in drawn):
+        names.append("throughput")
     cols = min(2, len(names))
     rows = -(-len(names) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(6.4 * cols, 3.8 * rows), squeeze=False)
     styles = {"train": {"marker": "o"}, "val": {"marker": "s"}, "eval": {"marker": "s"},
               "train (batches)": {"linewidth": 0.8, "alpha": 0.5, "color": "tab:gray"}}
+    membership_all = [ev for _, _, _, membership in drawn for ev in membership]
     for ax, name in zip(axes.flat, names):
         if name == "throughput":
-            if "samples_per_sec" in speed:
-                xs, ys = zip(*speed["samples_per_sec"])
-                ax.plot(xs, ys, marker="o", label="samples/s")
-                ax.set_ylabel("samples / s")
-            if "time_cost" in speed:
-                twin = ax.twinx() if "samples_per_sec" in speed else ax
-                xs, ys = zip(*speed["time_cost"])
-                twin.plot(xs, ys, marker="^", color="tab:orange", label="epoch time (s)")
-                twin.set_ylabel("epoch time (s)")
-                if twin is not ax:
-                    h1, l1 = ax.get_legend_handles_labels()
-                    h2, l2 = twin.get_legend_handles_labels()
-                    ax.legend(h1 + h2, l1 + l2, loc="best", fontsize="small")
+            twin = None
+            for prefix, _, speed, _ in drawn:
+                tag = f"{prefix}: " if prefix else ""
+                if "samples_per_sec" in speed:
+                    xs, ys = zip(*speed["samples_per_sec"])
+                    ax.plot(xs, ys, marker="o", label=f"{tag}samples/s")
+                    ax.set_ylabel("samples / s")
+                if "time_cost" in speed:
+                    if "samples_per_sec" in speed and twin is None:
+                        twin = ax.twinx()
+                    target = twin if "samples_per_sec" in speed else ax
+                    xs, ys = zip(*speed["time_cost"])
+                    target.plot(xs, ys, marker="^", label=f"{tag}epoch time (s)",
+                                **({} if prefix else {"color": "tab:orange"}))
+                    target.set_ylabel("epoch time (s)")
+            handles, labels = ax.get_legend_handles_labels()
+            if twin is not None:
+                h2, l2 = twin.get_legend_handles_labels()
+                handles, labels = handles + h2, labels + l2
+            if len(handles) > 1:
+                ax.legend(handles, labels, loc="best", fontsize="small")
             ax.set_title("throughput")
         else:
-            for label, points in panels[name].items():
-                xs, ys = zip(*points)
-                ax.plot(xs, ys, label=label, **styles.get(label, {"marker": "o"}))
+            for prefix, panels, _, _ in drawn:
+                for label, points in panels.get(name, {}).items():
+                    xs, ys = zip(*points)
+                    style = dict(styles.get(label, {"marker": "o"}))
+                    if prefix:
+                        style.pop("color", None)  # one colour per run and label
+                    ax.plot(xs, ys, label=f"{prefix}: {label}" if prefix else label, **style)
             ax.set_title(name)
             ax.legend(loc="best", fontsize="small")
-        for ev in membership:
+        for ev in membership_all:
             ax.axvline(ev["x"], color="tab:red", linestyle=":", linewidth=1)
             if ax is axes.flat[0]:
                 ax.annotate(f"{ev.get('kind', '?')} {ev.get('rank', '')}".strip(),
@@ -160,11 +232,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         ax.grid(True, alpha=0.3)
     for ax in list(axes.flat)[len(names):]:
         ax.set_visible(False)
+    which = _which(runs, chosen)
     title = args.title or os.path.basename(args.metrics)
-    if len(runs) > 1:
-        title += f" (run {args.run % len(runs) + 1} of {len(runs)})"
-    if membership:
-        title += f"; dotted: {len(membership)} worker membership events"
+    if which:
+        title += f" ({which})"
+    if membership_all:
+        title += f"; dotted: {len(membership_all)} worker membership events"
     fig.suptitle(title)
     fig.tight_layout()
     output = args.output or (os.path.splitext(args.metrics)[0] + ".png")
@@ -177,10 +250,46 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         raise CLIError(f"cannot write {output}: {_one_line(err)}") from None
     finally:
         plt.close(fig)
-    epochs = len([r for r in run if r.get("event", "epoch") == "epoch"])
+    epochs = sum(1 for i in chosen for r in runs[i]["records"]
+                 if r.get("event", "epoch") == "epoch")
     note = f", {bad} unreadable lines skipped" if bad else ""
-    print(f"wrote {output}: {len(names)} panels, {epochs} epochs{note}")
+    print(f"wrote {output}{f' ({which})' if which else ''}: {len(names)} panels, "
+          f"{epochs} epochs{note}")
     return 0
 
 
+def _which(runs: list[dict], chosen: list[int]) -> str:
+    """Which runs a figure shows, for its title: empty for a file of one run without id."""
+    if len(runs) == 1 and runs[0]["id"] is None:
+        return ""
+    if len(chosen) > 1:
+        return f"runs {', '.join(str(i + 1) for i in chosen)} of {len(runs)}"
+    i = chosen[0]
+    run_id = runs[i]["id"]
+    return f"run {i + 1} of {len(runs)}" + (f", {run_id}" if run_id else "")
+
+
 # ---- the parser ---------------------------------------------------------------------------------
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """The ``plot`` subcommand's options (``--run`` takes an index, a run id or ``all``)."""
+    plot = sub.add_parser(
+        "plot", help="plot training curves from a JSON-lines metrics file",
+        description="Plot the metrics of a JSON-lines file written by rm.callback."
+                    "MetricsLogger (the jobs' --metrics): one panel per metric (train and "
+                    "validation per epoch, running batch values), throughput, and worker "
+                    "membership events as dotted lines. A file appended to by several runs "
+                    "(each line carrying its run id) draws the newest, or those --run names. "
+                    "Needs matplotlib (raymod[plot]).")
+    plot.add_argument("metrics", metavar="METRICS.jsonl")
+    plot.add_argument("-o", "--output", metavar="PNG",
+                      help="image to write (default: METRICS with .png)")
+    plot.add_argument("--no-batches", dest="batches", action="store_false",
+                      help="leave out the batch lines' running values")
+    plot.add_argument("--run", type=run_selector, default=-1, metavar="N|ID|all",
+                      help="which run of a file appended to by several: an index (0 the "
+                           "first, default -1: the newest), a run id (or the start of one), "
+                           "or 'all' (drawn together)")
+    plot.add_argument("--title", help="figure title (default: the file name)")
+    plot.add_argument("--dpi", type=positive_int, default=100, help="(default %(default)s)")
+    plot.set_defaults(func=_cmd_plot)
+    return plot

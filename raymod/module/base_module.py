@@ -9,6 +9,7 @@ The loops here call only a module's primitives (``bind``, ``init_params``,
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import time
 import warnings
@@ -19,7 +20,7 @@ import numpy as np
 from .. import metric as _metric
 from ..array_view import show
 from ..base import as_logger, bytes_via_file, check_int, file_from_bytes
-from ..callback import BatchEndParam
+from ..callback import BatchEndParam, fit_hooks
 from ..checkpoint import params_dict, split_params
 from ..cluster import moments
 from ..initializer import Uniform
@@ -29,7 +30,7 @@ from .. import ndarray_io
 from ..optimizer import Optimizer, get_array_module
 from ..optimizer.optimizer import _REGISTRY as _OPT_REGISTRY
 from ..symbol import Symbol
-from .fit_checkpoint import CheckpointConfig, FitCheckpointer, restore_random
+from .fit_checkpoint import CheckpointConfig, FitCheckpointer, json_record, restore_random
 from .fit_result import FitResult
 from .lifecycle import Stage
 from .placement import note_own_executors
@@ -157,6 +158,9 @@ class BaseModule:
         self._checkpointer: FitCheckpointer | None = None
         self._fit_cursor: tuple | None = None  # (epoch, nbatch, sampler state) of this batch
         self._global_step = 0
+        self._fit_result: FitResult | None = None  # the running fit's, for its checkpoints
+        self._fit_history: list[dict] = []  # epoch records of a resumed run, before this fit
+        self._fit_stop_reason: str | None = None
         # under rm.mod.default_workers: a user class on BaseModule itself cannot follow it
         note_own_executors(self)
 
@@ -395,7 +399,10 @@ class BaseModule:
         eval_metric : str or EvalMetric, default 'acc'
             Training metric, logged at the end of each epoch.
         epoch_end_callback : callable or list of callable, optional
-            Called as ``cb(epoch, symbol, arg_params, aux_params)`` after each epoch.
+            Called as ``cb(epoch, symbol, arg_params, aux_params)`` after each epoch. An
+            object here (or among the other callbacks) with an ``on_epoch_record`` method,
+            such as :class:`~raymod.callback.EarlyStopping`, also gets each epoch's record
+            once it is complete and may stop ``fit`` there (raymod addition).
         batch_end_callback : callable or list of callable, optional
             Called with a :class:`BatchEndParam` after each training batch.
         kvstore : str or KVStore, default 'local'
@@ -430,7 +437,8 @@ class BaseModule:
             Passed to :meth:`prepare`.
         checkpoint : CheckpointConfig or str, optional
             Write resumable checkpoints there (raymod addition): parameters in MXNet's
-            layout, optimizer states, the iterator's position and the random state.
+            layout, optimizer states, the iterator's position and the random state; which
+            are kept: ``CheckpointConfig(keep=, score=, mode=)``.
         resume : bool, default False
             Continue from the newest checkpoint under ``checkpoint`` if there is one (its
             epoch and batch replace ``begin_epoch``); the run then follows the trajectory
@@ -442,15 +450,26 @@ class BaseModule:
         labels, then the next batch is fetched and ``prepare``-d, then the batch-end
         callbacks run. Each epoch logs ``Epoch[e] Train-<metric>=<value>`` and
         ``Epoch[e] Time cost=<seconds>``, syncs parameters, runs the epoch-end callbacks
-        and, with ``eval_data``, logs ``Epoch[e] Validation-<metric>=<value>``.
+        and, with ``eval_data``, logs ``Epoch[e] Validation-<metric>=<value>``; then the
+        record hooks (``on_epoch_record``) see the epoch's record, the epoch's checkpoint is
+        written, and ``fit`` ends there if a hook said stop.
 
         Returns
         -------
         FitResult
-            Per-epoch metrics (``result.epochs``, ``result.table()``), the last and best
-            checkpoint folders, and the worker pool's membership events. MXNet's ``fit``
-            returns None; code that ignores the value is unaffected. When too few workers
-            are left, the raised error carries it as ``err.fit_result``.
+            Per-epoch metrics (``result.epochs``, ``result.table()``,
+            ``result.metrics_dataframe``), the last and best checkpoint folders, why it
+            stopped early (``result.stop_reason``), and the worker pool's membership
+            events. MXNet's ``fit`` returns None; code that ignores the value is
+            unaffected. Any exception that ends ``fit`` (too few workers left, a callback
+            that raised) carries the result so far as ``err.fit_result``.
+
+        Raises
+        ------
+        ValueError
+            Before anything is bound or trained, for a bad epoch range, a
+            ``CheckpointConfig(score=...)`` or ``EarlyStopping(monitor=...)`` naming a key
+            the epoch records will not have, or ``resume=True`` without ``checkpoint``.
 
         Examples
         --------
@@ -467,6 +486,15 @@ class BaseModule:
             checkpoint = CheckpointConfig(checkpoint)
         if resume and checkpoint is None:
             raise ValueError("fit(resume=True) needs checkpoint= (where to resume from)")
+        hooks = fit_hooks(epoch_end_callback, eval_end_callback, batch_end_callback)
+        keys = _record_keys(eval_metric, validation_metric if eval_data else None)
+        if checkpoint is not None and checkpoint.score is not None and keys is not None \
+                and checkpoint.score not in keys:
+            raise ValueError(f"CheckpointConfig(score={checkpoint.score!r}): fit's epoch records "
+                             f"have no such key; they have {', '.join(sorted(keys))}")
+        for hook in hooks:  # resets it; raises for a key the records will not have
+            if callable(getattr(hook, "on_fit_start", None)):
+                hook.on_fit_start(keys)
         self._checkpointer = None if checkpoint is None else FitCheckpointer(checkpoint)
         started = time.time()  # membership events from here on belong to this fit
         self._fit_setup(train_data, kvstore, optimizer, optimizer_params, initializer,
@@ -476,8 +504,14 @@ class BaseModule:
         self._fit_cursor = None
         from ..cluster.pool import WorkersUnavailable
         result = FitResult()
+        self._fit_result, self._fit_history = result, list((start or {}).get("history") or [])
+        # a resumed run's hooks first see the epochs it trained before (patience carries over)
+        reason = self._fit_stop_reason = _replay(hooks, self._fit_history)
+        if reason:
+            self.logger.info("the resumed run had stopped: %s", reason)
+        first_epoch = begin_epoch if start is None else start["epoch"]
         try:
-            for epoch in range(begin_epoch if start is None else start["epoch"], num_epoch):
+            for epoch in range(first_epoch, num_epoch if reason is None else first_epoch):
                 tic, step0 = time.time(), self._global_step
                 first = start["nbatch"] if start and epoch == start["epoch"] else 0
                 if self._checkpointer is not None:  # a failure before the first batch
@@ -499,16 +533,41 @@ class BaseModule:
                         record[f"val_{name}"] = _plain_value(value)
                 result.epochs.append(record)
                 train_data.reset()
+                for hook in hooks:  # every hook sees every record; the first reason wins
+                    said = hook.on_epoch_record(dict(record))
+                    reason = reason or (str(said) if said else None)
+                self._fit_stop_reason = reason  # written into the epoch's checkpoint
                 every = checkpoint.every_n_epochs if checkpoint else None
                 if every and (epoch + 1) % every == 0:
-                    record["checkpoint"] = self._fit_save(epoch + 1, 0, train_data)
+                    self._fit_save(epoch + 1, 0, train_data, record=record)
+                if reason:
+                    self.logger.info("Epoch[%d] stopping early: %s", epoch, reason)
+                    break
         except WorkersUnavailable as err:
             stopped = self._fit_stopped(err, train_data)
             self._finish_result(result, started)
             result.error = stopped
             stopped.fit_result = result
+            _end_hooks(hooks, result, stopped)
             raise stopped from err
-        return self._finish_result(result, started)
+        except BaseException as err:  # a callback raised, or an interrupt: hand back the result
+            try:
+                self._finish_result(result, started)
+            except Exception:  # noqa: BLE001 - e.g. the store is failing too: raise the first
+                pass
+            result.error = err
+            try:
+                err.fit_result = result
+            except (AttributeError, TypeError):  # an exception type without a __dict__
+                pass
+            _end_hooks(hooks, result, err)
+            raise
+        finally:
+            self._fit_result = None
+        result.stop_reason = reason
+        self._finish_result(result, started)
+        _end_hooks(hooks, result, None)
+        return result
 
     def _epoch_record(self, epoch: int, name_values: list, tic: float, step0: int,
                       train_data: Any) -> dict:
@@ -526,16 +585,16 @@ class BaseModule:
     def _finish_result(self, result: FitResult, started: float) -> FitResult:
         """Fill in the checkpoints and the membership events of this fit."""
         if self._checkpointer is not None:
-            kept = [str(f) for f in self._checkpointer.list()]
+            result.checkpoints = [(str(f), m) for f, m in self._checkpointer.kept()]
+            kept = [f for f, _ in result.checkpoints]
             result.last_checkpoint = kept[-1] if kept else None
             for record in result.epochs:
                 if record.get("checkpoint") is not None and str(record["checkpoint"]) not in kept:
                     record["checkpoint"] = None  # pruned since (keep=)
                 elif record.get("checkpoint") is not None:
                     record["checkpoint"] = str(record["checkpoint"])
-            first_val = next((k for r in result.epochs for k in r if k.startswith("val_")), "")
-            result.choose_best(higher_is_better=not any(
-                word in first_val for word in _LOWER_IS_BETTER))
+            config = self._checkpointer.config
+            result.set_best(config.score, config.score_mode)  # among the kept ones only
         pool = self.pool
         if pool is not None:
             result.events = [dict(e) for e in pool.events if e.get("time", 0) >= started]
@@ -613,19 +672,32 @@ class BaseModule:
         return position
 
     def _fit_save(self, epoch: int, nbatch: int, train_data: Any,
-                  sampler_state: dict | None = None) -> str:
+                  sampler_state: dict | None = None, record: dict | None = None) -> str:
         """Write a checkpoint for resuming at batch ``nbatch`` of ``epoch`` (the sampler's
-        position there, if not its current one); returns its folder."""
+        position there, if not its current one); returns its folder. ``record``: the epoch
+        just ended, whose ``checkpoint`` is set and which the manifest keeps for scores."""
         sampler = getattr(train_data, "sampler", None)
         pool = self.pool
         if sampler_state is None and sampler is not None:
             sampler_state = sampler.get_state()
+        if record is not None:  # named before the save, so that the history holds it
+            record["checkpoint"] = self._checkpointer.folder_for(self._global_step)
+        done = self._fit_result.epochs if self._fit_result is not None else []
         position = {"epoch": epoch, "nbatch": nbatch, "step": self._global_step,
                     "sampler": sampler_state,
                     "bucket_keys": sorted(getattr(self, "_buckets", {}), key=str),
-                    "membership": [] if pool is None else pool.events}
+                    "membership": [] if pool is None else pool.events,
+                    # the run's epochs so far, for FitResult.from_path and a resumed fit
+                    "history": [json_record(r) for r in self._fit_history + done]}
+        config = self._checkpointer.config
+        if config.score is not None:
+            position["score"] = {"score": config.score, "mode": config.score_mode}
+        if self._fit_stop_reason:
+            position["stop_reason"] = self._fit_stop_reason
+        metrics = None if record is None else \
+            {k: v for k, v in record.items() if k != "checkpoint"}
         moments.reached("checkpoint.save", pool=pool)
-        folder = self._checkpointer.save(self, position)
+        folder = self._checkpointer.save(self, position, metrics)
         self.logger.info("checkpoint %s (epoch %d, batch %d)", folder, epoch, nbatch)
         return folder
 
@@ -768,10 +840,15 @@ class BaseModule:
         for name, value in name_values:
             self.logger.info("Epoch[%d] Train-%s=%f", epoch, name, value)
         self.logger.info("Epoch[%d] Time cost=%.3f", epoch, time.time() - tic)
-        arg_params, aux_params = self.get_params()
-        if not self._params_agree():  # MXNet's sync of the devices' copies
+        callbacks = _as_list(epoch_end_callback)
+        agree = self._params_agree()
+        arg_params = aux_params = None
+        # read only when something uses them: on workers a table would come to the driver
+        if not agree or any(getattr(cb, "needs_params", True) for cb in callbacks):
+            arg_params, aux_params = self.get_params()
+        if not agree:  # MXNet's sync of the devices' copies
             self.set_params(arg_params, aux_params)
-        for callback in _as_list(epoch_end_callback):
+        for callback in callbacks:
             callback(epoch, self.symbol, arg_params, aux_params)
 
     def _fit_evaluate(self, epoch: int, eval_data: Any, validation_metric: Any,
@@ -939,8 +1016,52 @@ class BaseModule:
         raise NotImplementedError()
 
 
-# metric names for which a lower validation value is the better checkpoint
-_LOWER_IS_BETTER = ("loss", "mse", "mae", "rmse", "entropy", "perplexity", "nll")
+def _end_hooks(hooks: list, result: FitResult, error: BaseException | None) -> None:
+    """Tell the record hooks that fit ended (``on_fit_end(result, error)``): a tracker ends
+    its run there. A hook failing here is logged, not raised over fit's own outcome."""
+    for hook in hooks:
+        end = getattr(hook, "on_fit_end", None)
+        if callable(end):
+            try:
+                end(result=result, error=error)
+            except Exception:  # noqa: BLE001 - fit's result or error matters more
+                logging.getLogger(__name__).exception("on_fit_end of %r failed", hook)
+
+
+def _record_keys(eval_metric: Any, validation_metric: Any) -> set | None:
+    """The keys of fit's epoch records (:meth:`BaseModule._epoch_record` plus ``val_<name>``
+    with validation); None when a metric cannot name its values before it has any."""
+    try:
+        keys = {f"train_{name}" for name, _ in eval_metric.get_name_value()}
+        if validation_metric is not None:
+            keys |= {f"val_{name}" for name, _ in
+                     _metric.create(validation_metric).get_name_value()}
+    except Exception:  # noqa: BLE001 - a user metric: the hooks check the first record
+        return None
+    return keys | {"epoch", "steps", "samples", "seconds", "samples_per_s"}
+
+
+def _takes(function: Callable, name: str) -> bool:
+    """Whether ``function`` accepts the keyword argument ``name``."""
+    try:
+        params = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _replay(hooks: list, history: list[dict]) -> str | None:
+    """Hand a resumed run's earlier epoch records to the record hooks; the first reason to
+    stop one gives (the run had stopped there), else None."""
+    takes_replay = [_takes(hook.on_epoch_record, "replay") for hook in hooks]
+    for record in history:
+        reasons = [hook.on_epoch_record(dict(record), replay=True) if replay
+                   else hook.on_epoch_record(dict(record))
+                   for hook, replay in zip(hooks, takes_replay)]
+        reason = next((str(r) for r in reasons if r), None)
+        if reason:
+            return reason
+    return None
 
 
 def _plain_value(value: Any) -> Any:

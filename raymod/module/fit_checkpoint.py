@@ -25,7 +25,14 @@ kill during that rewrite leaves the previous complete checkpoint to resume from 
 A step is complete when its manifest names it and every listed file is there with the listed
 size; only complete steps are resumed from. Every save and every resume deletes the folders of
 saves that never finished (and ``.tmp-*`` folders left by the layout before manifests) and all
-but the newest ``keep`` complete checkpoints. Nothing in a checkpoint is pickled.
+but the newest ``keep`` complete checkpoints; with ``CheckpointConfig(score=...)``, all but the
+``keep`` best-scored ones and the newest (the one a resume needs). Nothing in a checkpoint is
+pickled.
+
+An epoch-end checkpoint's manifest also holds the epoch's record (``"metrics"``: the
+``FitResult.epochs`` entry, validation values included), which is what the scores are read
+from; ``position.json`` holds the run's epoch history (``"history"``), so that
+``FitResult.from_path`` can reopen a finished or killed run and a resumed ``fit`` continues it.
 
 Checkpoints written before manifests existed (each ``step-<n>`` was renamed into place, so it
 was complete by construction) are still read: while no folder under the root has a manifest,
@@ -56,6 +63,7 @@ import pyarrow.fs as pafs
 
 from .. import random as _random
 from ..base import MXNetError
+from ..callback import location_problem, score_mode as _score_mode, score_value
 from ..ndarray_io import dumps, load_frombuffer
 from ..symbol import load_json
 
@@ -98,18 +106,41 @@ class CheckpointConfig:
     every_n_epochs : int, optional, default 1
         Write one at the end of every this many epochs.
     keep : int, default 3
-        How many of the newest complete checkpoints to keep.
+        How many complete checkpoints to keep: the newest ``keep``; with ``score``, the
+        ``keep`` best-scored ones plus the newest (which a resume starts from), so at most
+        ``keep + 1``.
+    score : str, optional
+        Keep checkpoints by this key of the epoch records (``FitResult.epochs``), e.g.
+        ``'val_accuracy'`` or ``'val_cross-entropy'``; checked against the keys ``fit``
+        writes before it trains. Only epoch-end checkpoints carry a score; the ones
+        ``every_n_steps`` writes are kept while they are the newest. ``FitResult``'s
+        ``best_checkpoint`` is then the best-scored kept one.
+    mode : {'min', 'max'}, optional
+        Whether a lower or a higher ``score`` is better; default: 'min' for a loss-like name
+        (loss, entropy, perplexity, mse, mae, rmse, nll), else 'max'. Needs ``score``.
+
+    Notes
+    -----
+    Ray Train's ``CheckpointConfig(num_to_keep, checkpoint_score_attribute,
+    checkpoint_score_order)`` are ``keep``, ``score`` and ``mode`` here (MXNet-era code keeps
+    ``keep``'s meaning: without ``score``, the newest ``keep``). Unlike Ray, the newest
+    checkpoint is always kept besides the best, so that ``resume=True`` continues from where
+    the run stopped.
 
     Examples
     --------
     >>> mod.fit(train, num_epoch=10, checkpoint=rm.CheckpointConfig("runs/mlp",
     ...         every_n_steps=100), resume=True)
+    >>> mod.fit(train, eval_data=val, num_epoch=10, checkpoint=rm.CheckpointConfig(
+    ...         "runs/mlp", keep=2, score="val_accuracy"))  # the 2 best epochs + the newest
     """
 
     path: str
     every_n_steps: int | None = None
     every_n_epochs: int | None = 1
     keep: int = 3
+    score: str | None = None
+    mode: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.path, str) or not self.path:
@@ -122,11 +153,27 @@ class CheckpointConfig:
                                  f"got {value!r}")
         if not isinstance(self.keep, int) or self.keep < 1:
             raise ValueError(f"CheckpointConfig(keep=...) must be an int >= 1, got {self.keep!r}")
+        if self.score is not None and (not isinstance(self.score, str) or not self.score):
+            raise ValueError(f"CheckpointConfig(score=...) must be None or a record key such as "
+                             f"'val_accuracy', got {self.score!r}")
+        if self.mode is not None and self.score is None:
+            raise ValueError(f"CheckpointConfig(mode={self.mode!r}) needs score= (the key it "
+                             f"orders)")
+        if self.score is not None:
+            _score_mode(self.score, self.mode, "CheckpointConfig(mode=...)")
+            if self.every_n_epochs is None:  # only epoch-end checkpoints carry a score
+                raise ValueError(f"CheckpointConfig(score={self.score!r}) needs epoch-end "
+                                 f"checkpoints, got every_n_epochs=None")
+
+    @property
+    def score_mode(self) -> str | None:
+        """``mode``, or the one inferred from ``score``'s name; None without ``score``."""
+        return None if self.score is None else _score_mode(self.score, self.mode)
 
 
 # ---- the location ---------------------------------------------------------------------------
-def open_location(path: str,
-                  timeout: float = _PROBE_TIMEOUT_S) -> tuple[pafs.FileSystem, str]:
+def open_location(path: str, timeout: float = _PROBE_TIMEOUT_S,
+                  writable: bool = True) -> tuple[pafs.FileSystem, str]:
     """The filesystem and root folder of a checkpoint path, once checked to be usable.
 
     Parameters
@@ -136,6 +183,9 @@ def open_location(path: str,
     timeout : float, default 5
         Seconds the check waits for an object store to connect, and then to answer; it tries
         once (the returned filesystem keeps pyarrow's own timeouts and retries).
+    writable : bool, default True
+        Also check that a local folder can be written (a test file is made and removed);
+        False for readers such as ``FitResult.from_path``.
 
     Returns
     -------
@@ -155,7 +205,7 @@ def open_location(path: str,
     except (pyarrow.ArrowException, ValueError, OSError) as err:
         raise CheckpointLocationError(_where(path, f"cannot open it: {_one_line(err)}")) from None
     root = root.rstrip("/") or root
-    _probe(_impatient(fs, timeout), root, path)
+    _probe(_impatient(fs, timeout), root, path, writable)
     return fs, root
 
 
@@ -174,9 +224,10 @@ def _impatient(fs: pafs.FileSystem, timeout: float) -> pafs.FileSystem:
         return fs
 
 
-def _probe(fs: pafs.FileSystem, root: str, path: str) -> None:
-    """Raise unless ``root`` is a folder, or its nearest existing ancestor is one we may
-    write to (the root is created later); a missing bucket has no such ancestor."""
+def _probe(fs: pafs.FileSystem, root: str, path: str, writable: bool = True) -> None:
+    """Raise unless ``root`` is a folder, or its nearest existing ancestor is one (we may
+    write to, with ``writable``: the root is created later); a missing bucket has no such
+    ancestor."""
     target = root
     try:
         while True:
@@ -194,8 +245,10 @@ def _probe(fs: pafs.FileSystem, root: str, path: str) -> None:
     except OSError as err:
         raise CheckpointLocationError(_where(path, f"cannot reach it: {_one_line(err)}")) \
             from None
-    if isinstance(fs, pafs.LocalFileSystem) and not os.access(target, os.W_OK):
-        raise CheckpointLocationError(_where(path, f"{target} is not writable"))
+    if writable and isinstance(fs, pafs.LocalFileSystem):  # os.access says yes to root
+        problem = location_problem(target, folder=True)
+        if problem is not None:
+            raise CheckpointLocationError(_where(path, problem))
 
 
 def _where(path: str, reason: str) -> str:
@@ -223,11 +276,14 @@ class StepFolders:
         Folders of saves that never finished, and ``.tmp-*`` folders of the old layout.
     legacy : bool
         True when the complete folders are of the layout before manifests (none has one).
+    metrics : dict
+        Complete folder -> the epoch record its manifest holds (epoch-end saves only).
     """
 
     complete: list[tuple[str, dict[str, int]]] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     legacy: bool = False
+    metrics: dict[str, dict] = field(default_factory=dict)
 
     @property
     def folders(self) -> list[str]:
@@ -254,14 +310,17 @@ def scan_steps(fs: pafs.FileSystem, root: str) -> StepFolders:
             if len(parts) == 2 and info.type == pafs.FileType.File:
                 files[parts[1]] = info.size
     legacy = not any(_MANIFEST in files for files in sizes.values())
-    complete = []
+    complete, metrics = [], {}
     for name in sorted(sizes, key=_step_of):
         folder, files = posixpath.join(root, name), sizes[name]
-        if _legacy_complete(files) if legacy else _manifest_complete(fs, folder, name, files):
+        manifest = None if legacy else _complete_manifest(fs, folder, name, files)
+        if _legacy_complete(files) if legacy else manifest is not None:
             complete.append((folder, files))
+            if manifest is not None and isinstance(manifest.get("metrics"), dict):
+                metrics[folder] = manifest["metrics"]
         else:
             stale.add(folder)
-    return StepFolders(complete, sorted(stale), legacy and bool(complete))
+    return StepFolders(complete, sorted(stale), legacy and bool(complete), metrics)
 
 
 def _step_of(name: str) -> int | None:
@@ -273,11 +332,12 @@ def _legacy_complete(files: dict[str, int]) -> bool:
     return all(files.get(name) for name in _REQUIRED)
 
 
-def _manifest_complete(fs: pafs.FileSystem, folder: str, name: str,
-                       files: dict[str, int]) -> bool:
-    """Whether the manifest names this step and every file it lists is there, that size."""
+def _complete_manifest(fs: pafs.FileSystem, folder: str, name: str,
+                       files: dict[str, int]) -> dict | None:
+    """The manifest when it names this step and every file it lists is there, that size;
+    else None (the step is incomplete)."""
     if _MANIFEST not in files:
-        return False
+        return None
     # a store that fails to answer raises (OSError): only a manifest that is there but
     # unreadable makes a step incomplete, which would get it deleted
     with fs.open_input_stream(posixpath.join(folder, _MANIFEST)) as f:
@@ -285,11 +345,12 @@ def _manifest_complete(fs: pafs.FileSystem, folder: str, name: str,
     try:
         manifest = json.loads(raw)
     except ValueError:
-        return False
+        return None
     listed = manifest.get("files") if isinstance(manifest, dict) else None
-    return (isinstance(listed, dict) and manifest.get("step") == _step_of(name)
-            and all(n in listed for n in _REQUIRED)
-            and all(files.get(n) == size for n, size in listed.items()))
+    complete = (isinstance(listed, dict) and manifest.get("step") == _step_of(name)
+                and all(n in listed for n in _REQUIRED)
+                and all(files.get(n) == size for n, size in listed.items()))
+    return manifest if complete else None
 
 
 # ---- writing and reading --------------------------------------------------------------------
@@ -318,9 +379,14 @@ class FitCheckpointer:
             raise CheckpointLocationError(_where(config.path, f"cannot create {self.root}: "
                                                  f"{_one_line(err)}")) from None
 
-    def save(self, module: Any, position: dict) -> str:
-        """Write ``module``'s state at ``position`` into ``step-<n>``, then its manifest;
-        then delete stale folders and all but the newest ``keep``. Returns the folder.
+    def folder_for(self, step: int) -> str:
+        """The folder a checkpoint of global step ``step`` is written to."""
+        return posixpath.join(self.root, f"{_PREFIX}{int(step):010d}")
+
+    def save(self, module: Any, position: dict, metrics: dict | None = None) -> str:
+        """Write ``module``'s state at ``position`` into ``step-<n>``, then its manifest
+        (holding ``metrics``, the epoch's record, when given); then delete stale folders and
+        those :class:`CheckpointConfig` does not keep. Returns the folder.
 
         Raises
         ------
@@ -329,7 +395,7 @@ class FitCheckpointer:
         """
         payloads = self._payloads(module, position)
         step = int(position["step"])
-        folder = posixpath.join(self.root, f"{_PREFIX}{step:010d}")
+        folder = self.folder_for(step)
         with self._failing(f"cannot write {folder}"):
             found = scan_steps(self.fs, self.root)
             if found.legacy:  # pre-manifest folders were complete; keep them countable
@@ -342,7 +408,8 @@ class FitCheckpointer:
             for name, payload in payloads.items():
                 self._write(folder, name, payload)
             self._sync_dir(folder)  # the files are durable before a manifest vouches for them
-            self._write_manifest(folder, step, {n: len(p) for n, p in payloads.items()})
+            self._write_manifest(folder, step, {n: len(p) for n, p in payloads.items()},
+                                 metrics)
             self._prune()
         return folder
 
@@ -350,6 +417,13 @@ class FitCheckpointer:
         """Complete checkpoint folders, oldest first (reads only)."""
         with self._failing("cannot list the checkpoints"):
             return scan_steps(self.fs, self.root).folders
+
+    def kept(self) -> list[tuple[str, dict]]:
+        """Complete checkpoint folders, oldest first, each with the epoch record its manifest
+        holds (``{}`` for a checkpoint written mid-epoch) (reads only)."""
+        with self._failing("cannot list the checkpoints"):
+            found = scan_steps(self.fs, self.root)
+        return [(folder, dict(found.metrics.get(folder, {}))) for folder in found.folders]
 
     def load_latest(self) -> dict | None:
         """The newest complete checkpoint, after deleting stale folders and all but the
@@ -389,13 +463,13 @@ class FitCheckpointer:
         return payloads
 
     def _prune(self) -> list[tuple[str, dict[str, int]]]:
-        """Delete stale folders and all but the newest ``keep`` complete checkpoints; the
-        kept ones, oldest first."""
+        """Delete stale folders and the complete checkpoints not kept (see
+        :func:`kept_folders`); the kept ones, oldest first."""
         found = scan_steps(self.fs, self.root)
-        keep = self.config.keep
-        for folder in found.stale + found.folders[:-keep]:
+        keep = kept_folders(found.folders, found.metrics, self.config)
+        for folder in found.stale + [f for f in found.folders if f not in keep]:
             self.fs.delete_dir(folder)
-        return found.complete[-keep:]
+        return [(folder, files) for folder, files in found.complete if folder in keep]
 
     def _write(self, folder: str, name: str, payload: bytes) -> None:
         """Write one file of a step (fsynced on a local disk)."""
@@ -409,10 +483,13 @@ class FitCheckpointer:
             with self.fs.open_output_stream(path) as f:
                 f.write(payload)
 
-    def _write_manifest(self, folder: str, step: int, files: dict[str, int]) -> None:
+    def _write_manifest(self, folder: str, step: int, files: dict[str, int],
+                        metrics: dict | None = None) -> None:
         """Mark ``folder`` complete: the manifest appears whole or not at all."""
-        body = json.dumps({"format": _FORMAT, "step": step, "files": files},
-                          sort_keys=True).encode()
+        manifest: dict[str, Any] = {"format": _FORMAT, "step": step, "files": files}
+        if metrics is not None:
+            manifest["metrics"] = json_record(metrics)
+        body = json.dumps(manifest, sort_keys=True, default=_plain).encode()
         if not self._local:  # one PUT is atomic on an object store
             self._write(folder, _MANIFEST, body)
             return
@@ -445,6 +522,36 @@ class FitCheckpointer:
                 from err
 
 
+def kept_folders(folders: list[str], metrics: dict[str, dict],
+                 config: CheckpointConfig) -> set[str]:
+    """Which of the complete ``folders`` (oldest first) a save or resume keeps.
+
+    Without ``config.score``: the newest ``config.keep``. With it: the newest, plus the
+    ``keep`` whose epoch record (``metrics[folder]``) scores best; the older of two equal
+    scores ranks first, as :meth:`FitResult.get_best_checkpoint` picks it.
+    """
+    if not folders:
+        return set()
+    if config.score is None:
+        return set(folders[-config.keep:])
+    sign = -1.0 if config.score_mode == "max" else 1.0
+    scored = [(sign * value, i, folder) for i, folder in enumerate(folders)
+              for value in [score_value(metrics.get(folder, {}), config.score)]
+              if value is not None]
+    best = [folder for _, _, folder in sorted(scored)[:config.keep]]
+    return set(best) | {folders[-1]}
+
+
+def json_record(record: dict) -> dict:
+    """An epoch record as strict JSON takes it: numpy scalars as numbers, NaN and the
+    infinities as None."""
+    out = {}
+    for key, value in record.items():
+        value = _plain(value) if isinstance(value, (np.generic, np.ndarray)) else value
+        out[key] = None if isinstance(value, float) and not np.isfinite(value) else value
+    return out
+
+
 def restore_random(position: dict) -> None:
     """Put ``rm.random``'s generator back where the checkpoint found it."""
     if "random" in position:
@@ -452,7 +559,7 @@ def restore_random(position: dict) -> None:
 
 
 def _plain(value: Any) -> Any:
-    """JSON for numpy scalars and arrays inside a position."""
+    """JSON for numpy scalars and arrays inside a position or a manifest."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):

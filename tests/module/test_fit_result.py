@@ -1,31 +1,16 @@
 """``fit`` returns a FitResult: the epochs' metrics as records and a pyarrow Table, the last
 and best checkpoints, and (on workers) the membership events."""
-import numpy as np
 import pytest
 
 import raymod as rm
 
-
-def _net():
-    data = rm.sym.Variable("data")
-    net = rm.sym.Activation(rm.sym.FullyConnected(data, num_hidden=16, name="fc1"),
-                            act_type="relu")
-    return rm.sym.SoftmaxOutput(rm.sym.FullyConnected(net, num_hidden=3, name="fc2"),
-                                name="softmax")
-
-
-def _iters(n=240, batch=40):
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((n, 6)).astype(np.float32)
-    y = x[:, :3].argmax(axis=1).astype(np.float32)
-    return (rm.io.NDArrayIter(x[:160], y[:160], batch_size=batch),
-            rm.io.NDArrayIter(x[160:], y[160:], batch_size=batch))
+from small_fit import iters, net
 
 
 def test_in_process_records_table_and_checkpoints(tmp_path):
-    train, val = _iters()
+    train, val = iters()
     rm.random.seed(1)
-    mod = rm.mod.Module(_net())
+    mod = rm.mod.Module(net())
     result = mod.fit(train, eval_data=val, num_epoch=4, optimizer_params={"learning_rate": 0.3},
                      checkpoint=rm.CheckpointConfig(str(tmp_path / "ck"), keep=2))
     assert isinstance(result, rm.mod.FitResult) and len(result.epochs) == 4
@@ -49,8 +34,8 @@ def test_in_process_records_table_and_checkpoints(tmp_path):
 
 
 def test_without_checkpoints_or_validation(tmp_path):
-    train, _ = _iters()
-    result = rm.mod.Module(_net()).fit(train, num_epoch=1)
+    train, _ = iters()
+    result = rm.mod.Module(net()).fit(train, num_epoch=1)
     assert result.last_checkpoint is None and result.best_checkpoint is None
     assert set(result.epochs[0]) >= {"train_accuracy", "seconds", "samples_per_s"}
     assert not any(k.startswith("val_") for k in result.epochs[0])
@@ -69,8 +54,8 @@ def test_a_loss_metric_picks_the_lowest_validation_value():
 
 @pytest.mark.ray
 def test_on_workers_the_result_holds_the_membership_events(ray_cluster, close_modules):
-    train, val = _iters()
-    mod = rm.mod.Module(_net(), workers=2)
+    train, val = iters()
+    mod = rm.mod.Module(net(), workers=2)
     close_modules(mod)
     result = mod.fit(train, eval_data=val, num_epoch=2, kvstore="dist_sync")
     assert len(result.epochs) == 2 and "val_accuracy" in result.metrics
