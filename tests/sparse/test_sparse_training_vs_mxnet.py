@@ -92,8 +92,9 @@ def array(spec):
 @pytest.mark.parametrize("case", CASES, ids=[f"{c['net']}-{c['optimizer']}" for c in CASES])
 def test_parameters_after_the_steps_equal_mxnets(case):
     first = case["batches"][0]
-    mod = rm.mod.Module(NETS[case["net"]](case["width"]), data_names=case["data_names"],
-                        label_names=case["label_names"])
+    with rm.name.NameManager():  # MXNet named the layers in a fresh process: fullyconnected0..
+        net = NETS[case["net"]](case["width"])
+    mod = rm.mod.Module(net, data_names=case["data_names"], label_names=case["label_names"])
     mod.bind([(n, tuple(first["data"][n]["shape"])) for n in case["data_names"]],
              [(n, tuple(first["label"][n]["shape"])) for n in case["label_names"]])
     mod.init_params(arg_params={n: np.asarray(v, np.float32)
