@@ -80,9 +80,12 @@ def wide_deep(width):
                                                 input_dim=WD_DIMS[i],
                                                 output_dim=WD_HIDDEN[0], sparse_grad=True))
     hidden = mx.sym.concat(*features, dim=1)
-    hidden = mx.sym.Activation(mx.sym.FullyConnected(hidden, num_hidden=WD_HIDDEN[1]), "relu")
-    hidden = mx.sym.Activation(mx.sym.FullyConnected(hidden, num_hidden=WD_HIDDEN[2]), "relu")
-    deep_out = mx.sym.FullyConnected(hidden, num_hidden=2)
+    # layers named (not counted): the fixture's parameter names hold in any process
+    hidden = mx.sym.Activation(mx.sym.FullyConnected(hidden, num_hidden=WD_HIDDEN[1],
+                                                     name="fc1"), "relu")
+    hidden = mx.sym.Activation(mx.sym.FullyConnected(hidden, num_hidden=WD_HIDDEN[2],
+                                                     name="fc2"), "relu")
+    deep_out = mx.sym.FullyConnected(hidden, num_hidden=2, name="fc3")
     net = mx.sym.SoftmaxOutput(linear_out + deep_out, mx.sym.Variable("softmax_label"),
                                name="model")
     return (net, {"csr_data": ("csr", width), "dns_data": ("wide_deep", WD_EMBED + WD_CONT)},
@@ -100,8 +103,10 @@ def mf(_width):
                             input_dim=MF_USERS, output_dim=MF_FACTORS)
     item = mx.sym.Embedding(mx.sym.Variable("item"), weight=item_weight, sparse_grad=True,
                             input_dim=MF_ITEMS, output_dim=MF_FACTORS)
-    user = mx.sym.FullyConnected(mx.sym.Activation(user, act_type="relu"), num_hidden=5)
-    item = mx.sym.FullyConnected(mx.sym.Activation(item, act_type="relu"), num_hidden=5)
+    user = mx.sym.FullyConnected(mx.sym.Activation(user, act_type="relu"), num_hidden=5,
+                                 name="user_fc")
+    item = mx.sym.FullyConnected(mx.sym.Activation(item, act_type="relu"), num_hidden=5,
+                                 name="item_fc")
     pred = mx.sym.Flatten(mx.sym.sum(user * item, axis=1))
     net = mx.sym.LinearRegressionOutput(pred, label=mx.sym.Variable("score"))
     return net, {"user": ("ids", MF_USERS), "item": ("ids", MF_ITEMS)}, {"score": ("score", 0)}

@@ -55,9 +55,10 @@ def wide_deep(width):
             ids[i], rm.sym.Variable(f"embed_{i}_weight", stype="row_sparse"),
             input_dim=WD_DIMS[i], output_dim=WD_HIDDEN[0], sparse_grad=True))
     hidden = rm.sym.concat(*features, dim=1)
-    for units in WD_HIDDEN[1:]:
-        hidden = rm.sym.Activation(rm.sym.FullyConnected(hidden, num_hidden=units), "relu")
-    deep_out = rm.sym.FullyConnected(hidden, num_hidden=2)
+    for i, units in enumerate(WD_HIDDEN[1:]):  # named as the fixture's (not counted)
+        hidden = rm.sym.Activation(rm.sym.FullyConnected(hidden, num_hidden=units,
+                                                         name=f"fc{i + 1}"), "relu")
+    deep_out = rm.sym.FullyConnected(hidden, num_hidden=2, name="fc3")
     return rm.sym.SoftmaxOutput(linear_out + deep_out, rm.sym.Variable("softmax_label"),
                                 name="model")
 
@@ -67,7 +68,8 @@ def mf(_width):
         ids = rm.sym.Embedding(rm.sym.Variable(name),
                                rm.sym.Variable(f"{name}_weight", stype="row_sparse"),
                                input_dim=rows, output_dim=MF_FACTORS, sparse_grad=True)
-        return rm.sym.FullyConnected(rm.sym.Activation(ids, act_type="relu"), num_hidden=5)
+        return rm.sym.FullyConnected(rm.sym.Activation(ids, act_type="relu"), num_hidden=5,
+                                     name=f"{name}_fc")
     pred = rm.sym.Flatten(rm.sym.sum(tower("user", MF_USERS) * tower("item", MF_ITEMS), axis=1))
     return rm.sym.LinearRegressionOutput(pred, label=rm.sym.Variable("score"))
 
@@ -92,9 +94,8 @@ def array(spec):
 @pytest.mark.parametrize("case", CASES, ids=[f"{c['net']}-{c['optimizer']}" for c in CASES])
 def test_parameters_after_the_steps_equal_mxnets(case):
     first = case["batches"][0]
-    with rm.name.NameManager():  # MXNet named the layers in a fresh process: fullyconnected0..
-        net = NETS[case["net"]](case["width"])
-    mod = rm.mod.Module(net, data_names=case["data_names"], label_names=case["label_names"])
+    mod = rm.mod.Module(NETS[case["net"]](case["width"]), data_names=case["data_names"],
+                        label_names=case["label_names"])
     mod.bind([(n, tuple(first["data"][n]["shape"])) for n in case["data_names"]],
              [(n, tuple(first["label"][n]["shape"])) for n in case["label_names"]])
     mod.init_params(arg_params={n: np.asarray(v, np.float32)
