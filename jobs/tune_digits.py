@@ -61,6 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=42,
                         help="seeds the search, the split and each trial (default %(default)s)")
     parser.add_argument("--storage", default="runs/tune_digits", metavar="PATH",
+                        type=common.output_folder,  # checked before Ray or Tune start
                         help="Tune's results and checkpoints (default %(default)s)")
     parser.add_argument("--address", default=os.environ.get("RAY_ADDRESS") or None,
                         help="Ray cluster to join ('auto' inside ray submit); default: start "

@@ -146,6 +146,7 @@ def job_module():
     (["--lr-range", "0.5", "0.1"], "--lr-range"),
     (["--workers", "2,-1"], "--workers"),
     (["--batch-sizes", "1", "--workers", "2"], "--batch-sizes"),
+    (["--storage", "/proc/raymod-cannot-write-here"], "--storage"),  # before Ray or Tune
 ])
 def test_job_bad_flags_are_one_line(job_module, args, flag, capsys):
     with pytest.raises(SystemExit) as exit_:
