@@ -26,7 +26,6 @@ import math
 import os
 import random
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -57,8 +56,6 @@ START_WAIT_S = 60.0
 #: pause before try k+1: k times this, plus up to as much again at random, so that two
 #: clusters that collided on a port do not collide again (s)
 START_BACKOFF_S = 1.0
-#: kept for callers of the old name: starts of a cluster whose dashboard port was taken
-DASHBOARD_TRIES = START_TRIES
 #: what to do when a local cluster does not start (ClusterStartError's advice)
 START_ADVICE = ("try again, start it without Ray's dashboard (include_dashboard=False, or "
                 "RAYMOD_DASHBOARD=0), or join a running cluster (address='host:port')")
@@ -208,22 +205,6 @@ def _dashboard_wanted() -> bool:
     environment says ``RAYMOD_DASHBOARD=0`` (a job's ``--no-dashboard``)."""
     return os.environ.get("RAYMOD_DASHBOARD", "1").strip().lower() not in (
         "0", "false", "no", "off")
-
-
-def _dashboard_port(preferred: int = DASHBOARD_PORT) -> int:
-    """``preferred`` if it is free now, else a free loopback port.
-
-    Only a hint: the port may be taken before anyone binds it. raymod's own starts no longer
-    use it (Ray's dashboard binds its port itself); it stays for callers of the old helper.
-    """
-    for port in (preferred, 0):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind((_LOOPBACK, port))
-            except OSError:
-                continue
-            return probe.getsockname()[1]
-    return DASHBOARD_PORT
 
 
 # ---- start-up: tries, waits, the one-line error ---------------------------------------------

@@ -1,5 +1,5 @@
-"""A local cluster whose dashboard port is taken between raymod choosing it and Ray binding it
-(another cluster starting on the machine) starts anyway, on another port."""
+"""A local cluster asked for a dashboard port that another process holds (another cluster
+starting on the machine) starts anyway: the next try lets Ray's dashboard bind a port itself."""
 import subprocess
 import sys
 import textwrap
@@ -7,16 +7,12 @@ import textwrap
 SCRIPT = textwrap.dedent("""
     import socket
     import raymod as rm
-    from raymod.cluster import local
 
     held = socket.socket()
     held.bind(("127.0.0.1", 0))
     held.listen()
     taken = held.getsockname()[1]
-    choices = iter([taken])
-    real = local._dashboard_port
-    local._dashboard_port = lambda preferred=local.DASHBOARD_PORT: next(choices, None) or real(0)
-    info = rm.cluster.init(num_cpus=1)
+    info = rm.cluster.init(num_cpus=1, dashboard_port=taken)
     port = int(info["dashboard_url"].rsplit(":", 1)[1])
     assert port != taken, (port, taken)
     print("dashboard on", port, "not", taken)
