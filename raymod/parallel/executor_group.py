@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import threads
 from ..array_view import show
 from ..base import NUMERIC_KINDS, MXNetError, as_logger, check_input_dtype
 from ..context import Context, as_numpy
@@ -291,6 +292,7 @@ class DataParallelExecutorGroup:
             self._load(self.data_arrays, self.data_layouts, data_batch.data)
             if labels:
                 self._load(self.label_arrays, self.label_layouts, labels)
+        threads.tick()  # a step boundary: size the BLAS pool to the cores free now
         for e in self.execs:
             e.forward(is_train=is_train)
 
