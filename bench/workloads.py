@@ -54,6 +54,21 @@ def lstm_lm_symbol():
     return lstm_sym_gen(SEQ_LEN)[0]
 
 
+def lstm_lm_fused_symbol():
+    """The LSTM LM with both layers in one fused ``RNN`` node (as torch's ``nn.LSTM``), in the
+    op's time-major layout."""
+    hidden = LSTM["hidden"]
+    embed = rm.sym.Embedding(rm.sym.Variable("data"), input_dim=LSTM["vocab"],
+                             output_dim=LSTM["embed"], name="embed")
+    embed = rm.sym.transpose(embed, axes=(1, 0, 2))
+    cell = rm.rnn.FusedRNNCell(hidden, num_layers=LSTM["layers"], mode="lstm", prefix="lstm_")
+    outputs, _ = cell.unroll(SEQ_LEN, inputs=embed, layout="TNC", merge_outputs=True)
+    pred = rm.sym.FullyConnected(rm.sym.Reshape(outputs, shape=(-1, hidden)),
+                                 num_hidden=LSTM["vocab"], name="pred")
+    label = rm.sym.Reshape(rm.sym.transpose(rm.sym.Variable("softmax_label")), shape=(-1,))
+    return rm.sym.SoftmaxOutput(data=pred, label=label, name="softmax")
+
+
 @dataclass(frozen=True)
 class Workload:
     """One training step to time: its symbol, batch size and per-sample input shape."""
@@ -67,7 +82,7 @@ class Workload:
     def data(self, batches: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
         rng = np.random.RandomState(seed)
         rows = batches * self.batch
-        if self.name == "lstm_lm":
+        if self.name.startswith("lstm_lm"):
             X = rng.randint(1, self.classes, (rows,) + self.sample_shape).astype(np.float32)
             return X, rng.randint(1, self.classes, (rows,) + self.label_shape).astype(np.float32)
         X = rng.rand(rows, *self.sample_shape).astype(np.float32)
@@ -80,6 +95,8 @@ WORKLOADS = {
     "resnet20": Workload("resnet20", resnet20_symbol, 32, (3, 32, 32), 10),
     "lstm_lm": Workload("lstm_lm", lstm_lm_symbol, LSTM["batch"], (SEQ_LEN,), LSTM["vocab"],
                         (SEQ_LEN,)),
+    "lstm_lm_fused": Workload("lstm_lm_fused", lstm_lm_fused_symbol, LSTM["batch"], (SEQ_LEN,),
+                              LSTM["vocab"], (SEQ_LEN,)),
 }
 
 
@@ -114,7 +131,7 @@ def fit_rate(name: str, batches: int, phases=(("quiet", 2),), before_phase=None,
         if before_phase:
             before_phase(phases[0][0])
         stamps.append(time.perf_counter())
-        metric = rm.metric.Perplexity(0) if name == "lstm_lm" else "acc"
+        metric = rm.metric.Perplexity(0) if name.startswith("lstm_lm") else "acc"
         mod.fit(it, num_epoch=len(plan), eval_metric=metric, epoch_end_callback=on_epoch_end)
     finally:
         mod.close()
