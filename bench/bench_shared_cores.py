@@ -10,7 +10,7 @@ Pools compared (each in its own process, ``RAYMOD_THREADS``):
   fixed  a fixed pool of one thread per core: the behaviour before the governor
 
     python bench/bench_shared_cores.py [--only lenet,resnet20,lstm_lm] [--runs 3]
-        [--places process,workers] [--batches 40]
+        [--places process,workers] [--batches N]
 
 Prints one JSON object per measurement and then a table (medians over runs). OPENBLAS_CORETYPE
 and OPENBLAS_L2_SIZE are unset for every measuring process.
@@ -31,6 +31,7 @@ for _name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # before numpy loads Op
     os.environ.pop(_name, None)
 
 HERE = Path(__file__).resolve().parent
+BATCHES = {"mlp": 200, "lenet": 40, "resnet20": 12, "lstm_lm": 8}  # an epoch of about 2 s
 SPIN = "import time\nend = time.time() + 1800\nwhile time.time() < end: pass\n"
 
 
@@ -101,7 +102,7 @@ def main() -> None:
     ap.add_argument("--only", default="lenet,resnet20,lstm_lm")
     ap.add_argument("--places", default="process,workers")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--batches", type=int, default=40, help="batches an epoch")
+    ap.add_argument("--batches", type=int, help="batches an epoch (default: about 2 s each)")
     ap.add_argument("--epochs", type=int, default=2, help="timed epochs a phase")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--place", default="process", help=argparse.SUPPRESS)
@@ -121,7 +122,8 @@ def main() -> None:
             for place in args.places.split(","):
                 # workers hold 1 CPU each, so their pool is 1 thread either way
                 for pool in (("fixed", "auto") if place == "process" else ("auto",)):
-                    rec = measure(workload, place, pool, args.batches, args.epochs)
+                    rec = measure(workload, place, pool, args.batches or BATCHES[workload],
+                                  args.epochs)
                     rec["run"] = run
                     results.append(rec)
                     print(json.dumps(rec), flush=True)
