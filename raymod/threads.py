@@ -18,8 +18,15 @@ So raymod sizes the BLAS pool itself, at step boundaries:
 
 Deciding (:func:`choose_threads`) is apart from measuring (:class:`CpuSampler`) and from doing
 (:class:`BlasPool`); :class:`ThreadGovernor` ties them and is what the executor group calls
-(:func:`tick`) before each forward. ``RAYMOD_THREADS=N`` fixes the pool at N threads and
-``RAYMOD_THREADS=off`` leaves it alone.
+(:func:`tick`) before each forward.
+
+The pool's size changes the last bits of some products (OpenBLAS splits them differently), so
+a run sized by load is not bit-reproducible from one run to the next. Ray's worker actors
+therefore keep a fixed pool of their granted CPUs unless told otherwise: elastic recovery
+replays a lost slice on another worker and must land on the same bits. ``RAYMOD_THREADS``
+chooses: ``auto`` (the default in a driver or script), ``fixed`` (the granted cores; the
+default in a Ray actor), ``N`` (at most N threads, never resized) or ``off`` (raymod leaves
+the pool alone).
 """
 from __future__ import annotations
 
@@ -201,6 +208,8 @@ class ThreadGovernor:
     ----------
     fixed : int, optional
         Keep the pool at this size and never sample (``RAYMOD_THREADS=N``).
+    sample : bool, default True
+        False keeps the pool at the granted cores (``RAYMOD_THREADS=fixed``).
     sampler, pool
         Test seams: a :class:`CpuSampler` and a :class:`BlasPool` (or objects like them).
     clock : callable
@@ -209,17 +218,17 @@ class ThreadGovernor:
 
     def __init__(self, fixed: int | None = None, sampler: CpuSampler | None = None,
                  pool: BlasPool | None = None, clock: Callable[[], float] = time.monotonic,
-                 granted: int | None = None) -> None:
+                 granted: int | None = None, sample: bool = True) -> None:
         self.pool = pool or BlasPool()
-        self.fixed = fixed
         self.granted = granted or granted_cores(fixed or self.pool.size)
+        self.fixed = fixed if fixed is not None or sample else self.granted
         self.sampler = sampler or CpuSampler()
         self._clock = clock
         self._due = clock()
         self._lock = threading.Lock()
         self.history: list[Choice] = []
-        if fixed is not None or self.pool.size > self.granted:
-            self.pool.resize(min(self.granted, fixed or self.granted))
+        if self.fixed is not None or self.pool.size > self.granted:
+            self.pool.resize(min(self.granted, self.fixed or self.granted))
         self.sampler.others()  # the first window starts now
 
     @property
@@ -252,14 +261,22 @@ _OFF = False
 
 def governor() -> ThreadGovernor | None:
     """This process's governor, made on first use (None under ``RAYMOD_THREADS=off``, or
-    where no BLAS library is loaded or threadpoolctl cannot reach it)."""
+    where no BLAS library is loaded or threadpoolctl cannot reach it).
+
+    Raises
+    ------
+    ValueError
+        ``RAYMOD_THREADS`` is none of ``auto``, ``fixed``, ``off`` or a positive int.
+    """
     global _GOVERNOR, _OFF
     if _GOVERNOR is None and not _OFF:
-        setting = os.environ.get("RAYMOD_THREADS", "auto").strip().lower()
+        setting = os.environ.get("RAYMOD_THREADS", "").strip().lower()
+        if not setting:
+            setting = "fixed" if _ray_cpus() is not None else "auto"
         if setting == "off":
             _OFF = True
             return None
-        if setting == "auto":
+        if setting in ("auto", "fixed"):
             fixed = None
         else:
             try:
@@ -267,10 +284,10 @@ def governor() -> ThreadGovernor | None:
                 if fixed < 1:
                     raise ValueError
             except ValueError:
-                raise ValueError(f"RAYMOD_THREADS: expected 'auto', 'off' or a positive int, "
-                                 f"got {setting!r}") from None
+                raise ValueError(f"RAYMOD_THREADS: expected 'auto', 'fixed', 'off' or a "
+                                 f"positive int, got {setting!r}") from None
         try:
-            _GOVERNOR = ThreadGovernor(fixed=fixed)
+            _GOVERNOR = ThreadGovernor(fixed=fixed, sample=setting == "auto")
         except Exception:  # threadpoolctl missing or no BLAS it knows: leave threads alone
             _OFF = True
             return None

@@ -164,14 +164,24 @@ def test_a_busy_neighbour_takes_the_pool_down_to_what_is_left():
         pool.resize(before)
 
 
-def test_a_ray_actor_gets_the_cpus_ray_assigned(ray_cluster):
+def test_governor_without_sampling_keeps_the_granted_cores():
+    pool, sampler = _Pool(4), _Sampler([None, 2.0])
+    g = ThreadGovernor(sampler=sampler, pool=pool, clock=lambda: 10.0, granted=2, sample=False)
+    g.tick()
+    assert pool.sizes == [2] and g.fixed == 2 and sampler.calls == 1
+
+
+def test_a_ray_worker_keeps_a_fixed_pool_of_the_cpus_ray_assigned(ray_cluster):
     import ray
 
     @ray.remote(num_cpus=1)
-    def granted():
-        return threads.granted_cores()
+    def pool():
+        __import__("numpy")  # loads the BLAS the governor sizes
+        g = threads.governor()
+        return threads.granted_cores(), g.fixed, g.threads
 
-    assert ray.get(granted.remote(), timeout=120) == 1
+    # fixed: a replayed slice must land on the bits the lost worker would have produced
+    assert ray.get(pool.remote(), timeout=120) == (1, 1, 1)
 
 
 def test_bad_setting_names_the_variable(monkeypatch):
