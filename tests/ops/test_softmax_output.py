@@ -92,3 +92,38 @@ def test_softmax_output_shapes_and_types():
     assert plain.infer_type(data=np.float32, label=np.int32)[0] == [np.float32, np.int32]
     with pytest.raises(ShapeError, match=r"SoftmaxOutput 'op'.*label.*\(3,\).*\(8, 10\)"):
         plain.infer_shape(data=(8, 10), label=(3,))
+
+
+class _Pool2:
+    threads = 2
+
+
+@pytest.mark.parametrize("pool", [None, _Pool2()], ids=["one thread", "two threads"])
+def test_a_large_softmax_in_row_blocks_is_bit_identical_to_the_whole(monkeypatch, pool):
+    from raymod import threads
+    from raymod.ops import _row_blocks
+    monkeypatch.setattr(threads, "governor", lambda: pool)
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((700, 3000)) * 4).astype(np.float32)  # 8.4 MB: cut into blocks
+    assert x.nbytes > _row_blocks.MIN_SPLIT_BYTES
+    label = rng.integers(0, 3000, 700).astype(np.float32)
+    label[:3] = [-1, 3000, 5000]  # out of range: no class, as the one-hot
+    out, grad = run(None, x, label)
+    e = x - x.max(axis=1, keepdims=True)
+    np.exp(e, out=e)
+    e /= e.sum(axis=1, keepdims=True)
+    assert np.array_equal(out, e)
+    assert np.array_equal(grad, e - (label[:, None].astype(np.int64) == np.arange(3000)))
+
+
+def test_row_blocks_cover_every_row_once_on_two_threads(monkeypatch):
+    from raymod import threads
+    from raymod.ops import _row_blocks
+    monkeypatch.setattr(threads, "governor", lambda: _Pool2())
+    seen = np.zeros(10_000, np.int64)
+
+    def block(rows):
+        seen[rows] += 1
+
+    _row_blocks.for_row_blocks(block, 10_000, 4096)
+    assert (seen == 1).all()

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from .._row_blocks import softmax_rows
 from ..base import Param
 from ._labelled import ClassHead
 
@@ -61,6 +64,9 @@ class SoftmaxOutput(ClassHead):
             z, axis = x, -1
         else:
             z, axis = x.reshape(x.shape[0], -1), 1
+        if xp is np and (axis == -1 or z.ndim == 2) and z.flags.c_contiguous:
+            # a softmax along contiguous rows: in cached blocks, on the pool's threads
+            return [softmax_rows(z.reshape(-1, z.shape[-1])).reshape(x.shape)], None
         e = z - z.max(axis=axis, keepdims=True)
         xp.exp(e, out=e)
         e /= e.sum(axis=axis, keepdims=True)
@@ -92,12 +98,19 @@ class SoftmaxOutput(ClassHead):
             k = p.shape[-1] if self.preserve_shape else p.size // n
             probs = p.reshape(-1, k)
             lab = lab.reshape(-1, 1)[:probs.shape[0]]
-            onehot = lab == xp.arange(k).reshape(1, k)
             if self.smooth_alpha and k > 1:
+                onehot = lab == xp.arange(k).reshape(1, k)
                 a, dt = self.smooth_alpha, p.dtype.type
                 grad = probs - xp.where(onehot, dt(1 - a), dt(a / (k - 1)))
+            elif lab.shape[0] != probs.shape[0]:  # fewer labels than rows: they broadcast
+                grad = probs - (lab == xp.arange(k).reshape(1, k))
             else:
-                grad = probs - onehot
+                # probs - onehot(lab) without the (rows, k) one-hot: a copy, then one
+                # subtraction per row (labels out of range match no class, as the one-hot)
+                grad = probs.copy()
+                flat = lab.reshape(-1)
+                hit = xp.nonzero((flat >= 0) & (flat < k))[0]
+                grad[hit, flat[hit]] -= 1
             keep_shape = (-1, 1)
         if self.use_ignore:
             grad *= (lab != ignore).reshape(keep_shape)
