@@ -1,7 +1,7 @@
 """Start ``jobs/train_digits.py`` many times on a loaded machine: does each start succeed, or
 fail with one line and exit status 2 naming the cause?
 
-    python bench/digits_starts.py --starts 20 --parallel 2 --burners 6 --min-load 8
+    python bench/digits_starts.py --starts 20 --parallel 2 --burners 9 --min-load 8
 
 ``--burners`` processes spin on the CPU meanwhile (the load the issue asks for: a 1-minute
 load average of 8 or more on 2 cores); run ``bench/ray_neighbour_loop.py`` beside it for
