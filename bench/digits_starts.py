@@ -57,8 +57,9 @@ def one_start(index: int, timeout: float, min_load: float = 0.0) -> dict:
         record = {"start": index, "status": status, "seconds": round(time.monotonic() - t0, 1),
                   "load_at_start": round(load, 2)}
         if status != 0:
-            record["stderr_last"] = err[-1][:300] if err else ""
-            record["stderr_lines"] = len(err)
+            record["stderr_last"] = err[-1][:600] if err else ""
+            record["stderr_lines"] = len(err)  # the job's log lines go to stderr too
+            record["traceback"] = any(line.startswith("Traceback") for line in err)
         print(json.dumps(record), flush=True)
         return record
 
@@ -88,7 +89,10 @@ def main() -> int:
         for b in burners:
             b.terminate()
     ok = sum(r["status"] == 0 for r in records)
-    clean = sum(r["status"] == 2 and r.get("stderr_lines", 0) <= 2 for r in records)
+    # a clean failure: status 2, no traceback, and the last line is the job's one error line
+    clean = sum(r["status"] == 2 and not r.get("traceback")
+                and r.get("stderr_last", "").startswith("train_digits.py: error:")
+                for r in records)
     loads = [r["load_at_start"] for r in records]
     print(json.dumps({"starts": len(records), "succeeded": ok, "failed_one_line_exit_2": clean,
                       "other_failures": len(records) - ok - clean,

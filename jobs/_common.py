@@ -31,11 +31,10 @@ import raymod as rm
 
 __all__ = ["EpochMetrics", "JobArgumentParser", "add_cluster_args", "add_output_args",
            "add_plot_arg", "connect", "contexts_from_args", "describe_workers", "fail",
-           "fit_checkpointing",
-           "fraction", "kvstore_for",
-           "limit_blas_threads", "output_file", "output_folder", "output_prefix",
-           "parse_workers", "plot_location", "plot_path", "positive_float", "positive_int",
-           "progress_bar", "save_curves_png", "workers_from_args"]
+           "fit_checkpointing", "fit_failed", "fraction", "kvstore_for", "limit_blas_threads",
+           "output_file", "output_folder", "output_prefix", "parse_workers", "plot_location",
+           "plot_path", "positive_float", "positive_int", "progress_bar", "save_curves_png",
+           "workers_from_args"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -162,6 +161,9 @@ def add_cluster_args(parser: argparse.ArgumentParser, workers: str = "2",
     group.add_argument("--spares", type=nonnegative_int, default=0, metavar="N",
                        help="workers kept started and set up, idle, that take a lost one's "
                             "place at the next step (default %(default)s)")
+    group.add_argument("--start-timeout", type=positive_float, default=120.0, metavar="S",
+                       help="seconds to wait for the workers to start (default %(default)g; "
+                            "a loaded machine may need more)")
     group.add_argument("--kvstore", default=kvstore, type=str.lower, choices=KVSTORES,
                        help="kvstore type (default %(default)s); in process a dist type means "
                             "'local'")
@@ -241,7 +243,7 @@ def workers_from_args(parser: argparse.ArgumentParser,
     try:
         workers = dataclasses.replace(args.workers, cpus_per_worker=args.cpus_per_worker,
                                       gpus_per_worker=args.gpus_per_worker,
-                                      spares=args.spares)
+                                      spares=args.spares, start_timeout=args.start_timeout)
     except (TypeError, ValueError) as err:
         parser.error(str(err))
     if args.batch_size < workers.slices:
@@ -343,6 +345,16 @@ def log_fit_result(result: Any) -> None:
               len(result.epochs), sum(speeds) / len(speeds) if speeds else float("nan"),
               membership, f"; last checkpoint {result.last_checkpoint}"
               if result.last_checkpoint else "")
+
+
+def fit_failed(err: Exception) -> NoReturn:
+    """Exit on an error out of ``fit``: status 2 when the workers never started (the
+    machine or the flags are the cause: say what to change), 1 otherwise."""
+    from raymod.cluster.pool import WorkersUnavailable
+    if isinstance(err, WorkersUnavailable):
+        fail(f"{err}; run it again with a larger --start-timeout, fewer --workers, or "
+             f"--workers 0 to train in this process", status=2)
+    fail(str(err))
 
 
 def fail(message: str, status: int = 1) -> NoReturn:

@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> float:
         elapsed = time.time() - start
     except rm.MXNetError as err:  # e.g. WorkersUnavailable: the cluster is too small
         _LOG.debug("failed", exc_info=True)
-        common.fail(str(err))
+        common.fit_failed(err)
     finally:
         metrics.close()
         _close(mod)  # stops the worker actors

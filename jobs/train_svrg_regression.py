@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> float:
                       time.time() - tic)
     except rm.MXNetError as err:  # e.g. WorkersUnavailable: the cluster is too small
         _LOG.debug("failed", exc_info=True)
-        common.fail(str(err))
+        common.fit_failed(err)
     finally:
         if connected_here:  # sooner than Ray's exit hook
             rm.cluster.shutdown()

@@ -85,6 +85,28 @@ def test_common_parse_workers():
     assert _common.kvstore_for("dist_sync", workers) == "dist_sync"
 
 
+def test_workers_that_never_start_exit_2_with_one_line_saying_what_to_change(capsys):
+    from raymod.base import MXNetError
+    from raymod.cluster.pool import WorkersUnavailable
+    sys.path.insert(0, str(ROOT / "jobs"))
+    try:
+        import _common
+    finally:
+        sys.path.remove(str(ROOT / "jobs"))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batch-size", type=int, default=64)
+    _common.add_cluster_args(parser)
+    args = parser.parse_args(["--workers", "2", "--start-timeout", "300"])
+    assert _common.workers_from_args(parser, args).start_timeout == 300
+    with pytest.raises(SystemExit) as stop:
+        _common.fit_failed(WorkersUnavailable("only 0 of the 2 workers needed are running"))
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and "--start-timeout" in err
+    with pytest.raises(SystemExit) as stop:
+        _common.fit_failed(MXNetError("something else"))
+    assert stop.value.code == 1
+
+
 @pytest.mark.parametrize("args, flag", [
     (["--workers", "4:2"], "--workers"),
     (["--workers", "two"], "--workers"),

@@ -155,10 +155,14 @@ class WorkerPool(NodeDrains):
         want = {"CPU": self.spec.cpus_per_worker, "GPU": self.spec.gpus_per_worker,
                 **(self.spec.resources or {})}
         avail = self._ray.available_resources()
+        starting = (f"; {len(self._starting)} more are still starting after "
+                    f"{self.spec.start_timeout:g} s (their CPUs are held: a loaded machine "
+                    f"starts them slowly; Workers(start_timeout=...) waits longer)"
+                    if self._starting else "")
         return (f"only {len(self.workers)} of the {count} workers needed are running; each "
                 f"wants {{{', '.join(f'{k}: {v}' for k, v in want.items() if v)}}}, the "
                 f"cluster has available {{{', '.join(f'{k}: {avail.get(k, 0):g}' for k in want)}}}"
-                f" (total {self._ray.cluster_resources()})")
+                f" (total {self._ray.cluster_resources()}){starting}")
 
     def poll(self) -> list[int]:
         """Start replacements for workers lost since the last look, and admit workers that
