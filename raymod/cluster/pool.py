@@ -155,7 +155,8 @@ class WorkerPool(NodeDrains):
         want = {"CPU": self.spec.cpus_per_worker, "GPU": self.spec.gpus_per_worker,
                 **(self.spec.resources or {})}
         avail = self._ray.available_resources()
-        starting = (f"; {len(self._starting)} more are still starting after "
+        n = len(self._starting)
+        starting = (f"; {n} more {'is' if n == 1 else 'are'} still starting after "
                     f"{self.spec.start_timeout:g} s (their CPUs are held: a loaded machine "
                     f"starts them slowly; Workers(start_timeout=...) waits longer)"
                     if self._starting else "")
