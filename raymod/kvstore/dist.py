@@ -50,6 +50,9 @@ SERVER_THREADS = 64
 SERVER_SECONDS = 60.0
 #: seconds a server has to answer a ping when the driver looks for dead ones
 PING_SECONDS = 10.0
+#: seconds a new server has to answer its first call: its process starts and imports first,
+#: which took over a minute on a 2-core machine at load 13 (then counted as a lost server)
+START_SECONDS = 300.0
 
 
 def _as_list(x: Any) -> list:
@@ -137,6 +140,12 @@ class DistKVStore(KVStoreBase):
         self.shared_memory = bool(shared_memory)
         self.servers = [self._new_server(s) for s in range(num_servers)]
         self._ray = ray
+        try:
+            self._await_started(self.servers)
+        except BaseException:
+            for server in self.servers:  # nothing else will: the store was never made
+                ray.kill(server, no_restart=True)
+            raise
         self.generation = 0  # restores so far (see weights_after)
         self._key_kind: type | None = None
         self._optimizer: Optimizer | None = None
@@ -489,18 +498,18 @@ class DistKVStore(KVStoreBase):
         return (f"<DistKVStore type={self._type!r} servers={len(self.servers)} "
                 f"keys={len(self.layout.keys)}>")
 
-    def _get(self, refs: Any) -> Any:
-        """``ray.get`` of server calls within :data:`SERVER_SECONDS`: a dead server reads
-        as :class:`ServerLost`, which the module's controller repairs (see
+    def _get(self, refs: Any, seconds: float = SERVER_SECONDS) -> Any:
+        """``ray.get`` of server calls within ``seconds``: a dead server reads as
+        :class:`ServerLost`, which the module's controller repairs (see
         ``raymod.cluster.controller``); so does one that stops answering, once it is
         killed (its replacement takes its place)."""
         try:
-            return waits.get(refs, SERVER_SECONDS, "kvstore servers")
+            return waits.get(refs, seconds, "kvstore servers")
         except self._ray.exceptions.RayActorError as err:
             raise ServerLost(f"a kvstore server died: {type(err).__name__}") from err
         except waits.DeadlineMissed as err:
             hung = self.dead_shards(kill_silent=True)
-            raise ServerLost(f"kvstore servers {hung} missed a {SERVER_SECONDS:.0f} s "
+            raise ServerLost(f"kvstore servers {hung} missed a {seconds:.0f} s "
                              f"deadline") from err
 
     # ---- recovery ---------------------------------------------------------------------------
@@ -532,6 +541,12 @@ class DistKVStore(KVStoreBase):
         return self._server_cls.options(resources=self._server_resources,
                                         **naming.server_options(self, shard)).remote(
             shard, self.mode, self.shared_memory, actor_setup.steps())
+
+    def _await_started(self, servers: list) -> None:
+        """Wait up to :data:`START_SECONDS` for new servers to answer a ping, before any
+        call that counts a silent server as lost (one that dies or never answers reads as
+        ``ServerLost``, as in :meth:`_get`)."""
+        self._get([server.ping.remote() for server in servers], START_SECONDS)
 
     def dead_shards(self, kill_silent: bool = True) -> list[int]:
         """Shards whose server actor died or does not answer a ping within
@@ -570,6 +585,7 @@ class DistKVStore(KVStoreBase):
         """A new server for ``shard`` holding ``buffers``, with this store's optimizer (or
         updater), compression and correction keys."""
         server = self._new_server(shard)
+        self._await_started([server])
         self._get(server.add.remote(self.layout.shards[shard], buffers))
         calls = [server.set_compression.remote(self.compression_threshold),
                  server.set_corrections.remote(self._corrections)]
