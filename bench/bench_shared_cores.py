@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -31,18 +30,11 @@ for _name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):  # before numpy loads Op
     os.environ.pop(_name, None)
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from records import cpu_model  # noqa: E402
+
 BATCHES = {"mlp": 200, "lenet": 40, "resnet20": 12, "lstm_lm": 8}  # an epoch of about 2 s
 SPIN = "import time\nend = time.time() + 1800\nwhile time.time() < end: pass\n"
-
-
-def cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def child(args) -> None:

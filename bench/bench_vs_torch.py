@@ -196,7 +196,7 @@ def main() -> None:
         return
 
     sys.path.insert(0, str(HERE))
-    from bench_shared_cores import cpu_model
+    from records import cpu_model
     import torch
     peak = sgemm_peak_gflops()
     print(json.dumps({"cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 
 
 def emit(**rec) -> dict:
@@ -11,3 +12,15 @@ def emit(**rec) -> dict:
     rec.setdefault("loadavg_1m", round(os.getloadavg()[0], 2))
     print(json.dumps(rec), flush=True)
     return rec
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), for the conditions every figure states."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
