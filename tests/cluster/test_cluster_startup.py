@@ -298,3 +298,28 @@ def test_the_leak_check_names_an_actor_that_holds_a_cpu(ray_cluster):
     t0 = time.monotonic()  # nothing held: no wait at all
     assert conftest.held_beyond(before, conftest.LEAK_WAIT_S) == {}
     assert time.monotonic() - t0 < 1.0
+
+
+# ---- workers' niceness ------------------------------------------------------------------------
+def test_workers_of_a_cluster_raymod_starts_run_at_the_drivers_niceness(ray_cluster):
+    # Ray's default (15) gives a worker 1/28 of the CPU share of a neighbour at 0: under
+    # load the digits job's workers did not start within 2 minutes
+    @ray.remote(num_cpus=1)
+    class Probe:
+        def niceness(self):
+            return os.nice(0)
+
+    actor = Probe.remote()
+    try:
+        assert ray.get(actor.niceness.remote()) == local.WORKER_NICENESS == 0
+    finally:
+        ray.kill(actor, no_restart=True)
+
+
+def test_a_niceness_the_user_chose_is_kept(monkeypatch):
+    monkeypatch.delenv("RAY_worker_niceness", raising=False)
+    assert local._with_worker_niceness(None) == {"worker_niceness": 0}
+    assert local._with_worker_niceness({"worker_niceness": 10, "x": 1}) == \
+        {"worker_niceness": 10, "x": 1}
+    monkeypatch.setenv("RAY_worker_niceness", "5")
+    assert local._with_worker_niceness({"x": 1}) == {"x": 1}
