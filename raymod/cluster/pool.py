@@ -25,7 +25,7 @@ from typing import Any, Callable
 from .. import actor_setup
 from ..base import MXNetError
 from ..kvstore.server import ServerLost
-from . import moments, naming, reaper, waits
+from . import local, moments, naming, reaper, waits
 from .controller import (CallDone, ElasticController, Fail, Forget, LeaveNodes,
                          MembershipChanged, NoReplacements, Policy, StopRequested, StopWorkers,
                          TooFewWorkers, WaitForWorkers, WorkerDied, WorkerHung)
@@ -34,6 +34,11 @@ from .worker import Worker
 from .workers import Workers
 
 __all__ = ["WorkerLost", "WorkerPool", "WorkersUnavailable"]
+
+
+#: why the workers of a cluster raymod did not start start slowly (see local.WORKER_NICENESS)
+_NICENESS_HINT = ("; Ray runs them at nice 15, behind every process at 0, unless the cluster "
+                  "was started with RAY_worker_niceness=0")
 
 
 class WorkersUnavailable(MXNetError):
@@ -158,7 +163,8 @@ class WorkerPool(NodeDrains):
         n = len(self._starting)
         starting = (f"; {n} more {'is' if n == 1 else 'are'} still starting after "
                     f"{self.spec.start_timeout:g} s (their CPUs are held: a loaded machine "
-                    f"starts them slowly; Workers(start_timeout=...) waits longer)"
+                    f"starts them slowly; Workers(start_timeout=...) waits longer"
+                    f"{'' if local.is_local() else _NICENESS_HINT})"
                     if self._starting else "")
         return (f"only {len(self.workers)} of the {count} workers needed are running; each "
                 f"wants {{{', '.join(f'{k}: {v}' for k, v in want.items() if v)}}}, the "
