@@ -13,28 +13,18 @@ takes fewer.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
 
 from .. import threads
+from ._batch_parts import pool
 
 # Bytes of a block: from 128 KB to 8 MB the 2-thread softmax above took 28, 16, 14, 12.6, 12.0
 # and 11.2 ms; 1 MB keeps enough blocks (45 here) for a thread on a busy core to take fewer.
 BLOCK_BYTES = 1 << 20
 # Below this many bytes the whole array is one block: threads would cost more than they save.
 MIN_SPLIT_BYTES = 1 << 22
-
-_POOL: ThreadPoolExecutor | None = None
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None or _POOL._max_workers < workers:
-        _POOL = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="raymod-rows")
-    return _POOL
-
 
 def for_row_blocks(fn: Callable[[slice], None], rows: int, row_bytes: int) -> None:
     """Call ``fn(slice(start, stop))`` over blocks covering ``range(rows)``.
@@ -60,7 +50,7 @@ def for_row_blocks(fn: Callable[[slice], None], rows: int, row_bytes: int) -> No
         for b in queue:  # next() on a list iterator is atomic under the GIL
             fn(b)
 
-    helpers = [_pool(workers - 1).submit(drain) for _ in range(workers - 1)]
+    helpers = [pool(workers - 1).submit(drain) for _ in range(workers - 1)]
     drain()
     for h in helpers:
         h.result()

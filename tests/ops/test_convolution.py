@@ -40,6 +40,20 @@ def reference_grads(x, w, gy, pad, dilate):
     return gxpad[:, :, pad[0]:pad[0] + x.shape[2], pad[1]:pad[1] + x.shape[3]], dw
 
 
+def check_conv(rng, shape, kernel, stride, pad, dilate, nf, ng, no_bias, ctx=None):
+    """A Convolution's forward against the written-out one, and its numerical gradient."""
+    names = ["data", "weight"] + ([] if no_bias else ["bias"])
+    sym = op_symbol("Convolution", names, kernel=kernel, stride=stride, pad=pad, dilate=dilate,
+                    num_filter=nf, num_group=ng, no_bias=no_bias)
+    inputs = {"data": rng.standard_normal(shape),
+              "weight": rng.standard_normal((nf, shape[1] // ng) + kernel)}
+    if not no_bias:
+        inputs["bias"] = rng.standard_normal(nf)
+    check_forward(sym, inputs, lambda data, weight, bias=None: reference_conv(
+        data, weight, bias, stride, pad, dilate, ng), ctx)
+    check_gradient(sym, inputs, ctx)
+
+
 CASES = [  # data shape, kernel, stride, pad, dilate, num_filter, num_group, no_bias
     ((2, 3, 6, 7), (3, 3), (1, 1), (0, 0), (1, 1), 4, 1, False),
     ((2, 4, 9, 8), (3, 2), (2, 3), (1, 2), (2, 1), 6, 2, False),
@@ -131,16 +145,7 @@ def test_convolution(ctx, rng, monkeypatch, shape, kernel, stride, pad, dilate, 
         monkeypatch.setattr(conv_module, "BLOCKED_BACKWARD_MIN", 0)
         monkeypatch.setattr(conv_module, "BLOCKED_FORWARD_BUDGET", 1)
         monkeypatch.setattr(conv_module, "BLOCKED_FORWARD_MIN_POSITIONS", 0)
-    names = ["data", "weight"] + ([] if no_bias else ["bias"])
-    sym = op_symbol("Convolution", names, kernel=kernel, stride=stride, pad=pad, dilate=dilate,
-                    num_filter=nf, num_group=ng, no_bias=no_bias)
-    inputs = {"data": rng.standard_normal(shape),
-              "weight": rng.standard_normal((nf, shape[1] // ng) + kernel)}
-    if not no_bias:
-        inputs["bias"] = rng.standard_normal(nf)
-    check_forward(sym, inputs, lambda data, weight, bias=None: reference_conv(
-        data, weight, bias, stride, pad, dilate, ng), ctx)
-    check_gradient(sym, inputs, ctx)
+    check_conv(rng, shape, kernel, stride, pad, dilate, nf, ng, no_bias, ctx)
     if columns == "shifted" and ctx.device_type == "cpu":
         shifted = takes_shifted_data_grad(shape, kernel, stride, pad, dilate, ng)
         assert {name: bool(c) for name, c in calls.items()} == dict.fromkeys(calls, shifted)
@@ -549,3 +554,44 @@ def test_depthwise_rows_in_float32_and_where_it_runs(rng):
     assert not depthwise_layer(16, stride=(2, 2))._route(np, (2, 16, 32, 32)).depthwise_rows
     assert not depthwise_layer(16, pad=(0, 0))._route(np, (2, 16, 32, 32)).depthwise_rows
     assert not depthwise_layer(8)._route(np, (32, 8, 32, 32)).depthwise_rows  # too many columns
+
+# ---- a batch cut into parts on threads (see raymod.ops._batch_parts) ------------------------
+@pytest.mark.parametrize("parts", [2, 3])
+@pytest.mark.parametrize("shape,kernel,stride,pad,dilate,nf,ng,no_bias", [
+    ((5, 3, 6, 7), (3, 3), (1, 1), (1, 1), (1, 1), 4, 1, False),  # shifted routes
+    ((4, 4, 9, 8), (3, 2), (2, 3), (1, 2), (2, 1), 6, 2, False),  # grouped, im2col
+    ((3, 3, 7, 6), (3, 3), (1, 1), (1, 1), (1, 1), 3, 3, True),  # depthwise
+    ((4, 6, 5, 5), (1, 1), (1, 1), (0, 0), (1, 1), 3, 1, False),  # pointwise
+])
+def test_convolution_cut_into_parts_of_its_batch(rng, monkeypatch, parts, shape, kernel, stride,
+                                                 pad, dilate, nf, ng, no_bias):
+    """Forward and both gradients of a batch cut into 2 or 3 parts (sizes 1 to 3) on
+    threads, against the written-out convolution and the numerical gradient."""
+    from raymod.ops import _batch_parts
+
+    cut = []
+    monkeypatch.setattr(_batch_parts, "count", lambda batch, flops: cut.append(batch) or
+                        min(parts, batch))
+    check_conv(rng, shape, kernel, stride, pad, dilate, nf, ng, no_bias)
+    assert cut and set(cut) == {shape[0]}  # the whole batch was cut, never a part again
+
+
+def test_convolution_parts_equal_the_whole_batch_in_float32(rng, monkeypatch):
+    """ResNet-20's first stage in float32: the parts give the whole batch's output to the
+    bit and its weight gradient up to the order of a sum."""
+    from raymod.ops import _batch_parts
+
+    x = rng.standard_normal((8, 16, 32, 32)).astype(np.float32)
+    w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.1
+    gy = rng.standard_normal((8, 16, 32, 32)).astype(np.float32)
+    runs = {}
+    for parts in (1, 2):
+        monkeypatch.setattr(_batch_parts, "count", lambda batch, flops, _p=parts: _p)
+        op = conv_module.Convolution(kernel=(3, 3), pad=(1, 1), num_filter=16, no_bias=True)
+        (y,), saved = op.forward(np, [x, w], [], True)
+        dx, dw = op.backward(np, [gy], [x, w], [y], saved, [True, True])
+        runs[parts] = (y, dx, dw)
+    (y1, dx1, dw1), (y2, dx2, dw2) = runs[1], runs[2]
+    np.testing.assert_array_equal(y2, y1)
+    np.testing.assert_array_equal(dx2, dx1)
+    np.testing.assert_allclose(dw2, dw1, rtol=1e-5, atol=1e-4)

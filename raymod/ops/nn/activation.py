@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..base import ElementwiseOp, Param
-from ._relu import relu
+from ._relu import relu, relu_grad
 
 # act_type -> backward needs the output (True) or the input (False)
 _USES_OUTPUT = {"relu": True, "sigmoid": True, "tanh": True, "softrelu": False, "softsign": False}
@@ -40,7 +40,7 @@ class Activation(ElementwiseOp):
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad):
         g, act = out_grads[0], self.act_type
         if act == "relu":
-            return [g * (outputs[0] > 0)]
+            return [relu_grad(xp, g, outputs[0])]
         if act == "sigmoid":
             y = outputs[0]
             return [g * y * (1 - y)]

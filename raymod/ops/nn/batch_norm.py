@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from ...base import ShapeError
+from .. import _batch_parts
 from ..base import Op, Param, merge_shape
 from ._channel_sums import channel_sums
 
@@ -23,6 +24,32 @@ def _per_channel(xp, v, rows):
     if xp is np and length > 1 and rows.size >= REPEAT_MIN_SIZE:
         return np.repeat(v, length).reshape(-1, length)
     return v[:, None]
+
+
+def _cuts(xp, rows) -> list | None:
+    """Parts of the leading axis of ``rows`` (lead, C, L) over which the elementwise passes
+    run at once on threads (see :mod:`.._batch_parts`), or None for one pass over all. The
+    per-channel sums stay whole: each value is computed as without parts, to the bit."""
+    if xp is not np:
+        return None
+    parts = _batch_parts.count(rows.shape[0], rows.size, _batch_parts.MIN_PART_ELEMENTS)
+    return None if parts == 1 else _batch_parts.bounds(rows.shape[0], parts)
+
+
+def _each(cuts: list | None, fn) -> None:
+    """``fn(rows)`` over each part of ``cuts`` at once, or once over all rows."""
+    if cuts is None:
+        fn(slice(None))
+    else:
+        _batch_parts.run(lambda i: fn(cuts[i]), len(cuts), blas=False)
+
+
+def _centred(xp, rows, mean, cuts):
+    """``rows - mean`` per channel, into a new array."""
+    out = xp.empty_like(rows)
+    per = _per_channel(xp, mean, rows)
+    _each(cuts, lambda s: xp.subtract(rows[s], per, out=out[s]))
+    return out
 
 
 class BatchNorm(Op):
@@ -111,13 +138,14 @@ class BatchNorm(Op):
         moving_mean, moving_var = aux
         xc = x if x.dtype == gamma.dtype else x.astype(gamma.dtype)  # float16: in float32
         rows = xc.reshape(self._rows(x.shape))
+        cuts = _cuts(xp, rows)
         batch_stats = is_train and not self.use_global_stats
         if batch_stats:
             # sums as BLAS products, the mean's 1/n folded into them: numpy's mean() and
             # var() re-derive the axes and pass over the data more often
             inv_n = 1.0 / (rows.shape[0] * rows.shape[2])
             mean = channel_sums(xp, 1, rows, scale=inv_n)
-            centred = rows - _per_channel(xp, mean, rows)
+            centred = _centred(xp, rows, mean, cuts)
             var = channel_sums(xp, 1, centred, centred, scale=inv_n)
             m = self.momentum
             moving_mean *= m
@@ -126,13 +154,19 @@ class BatchNorm(Op):
             moving_var += (1 - m) * var
         else:
             mean, var = moving_mean.copy(), moving_var
-            centred = rows - _per_channel(xp, mean, rows)
+            centred = _centred(xp, rows, mean, cuts)
         inv_std = var + self.eps
         xp.sqrt(inv_std, out=inv_std)
         xp.reciprocal(inv_std, out=inv_std)
-        scale = inv_std if self.fix_gamma else gamma * inv_std
-        y = centred * _per_channel(xp, scale, rows)
-        y += _per_channel(xp, beta, rows)
+        scale = _per_channel(xp, inv_std if self.fix_gamma else gamma * inv_std, rows)
+        shift = _per_channel(xp, beta, rows)
+        y = xp.empty_like(centred)
+
+        def normalised(s):
+            xp.multiply(centred[s], scale, out=y[s])
+            y[s] += shift
+
+        _each(cuts, normalised)
         y = y.reshape(x.shape) if y.dtype == x.dtype else y.astype(x.dtype).reshape(x.shape)
         # backward reads the centred data (as rows), which takes the input's place in memory
         return [y, mean, inv_std], (centred, inv_std, batch_stats)
@@ -154,15 +188,22 @@ class BatchNorm(Op):
             gbeta = channel_sums(xp, 1, g)
         gx = None
         if need_grad[0]:
-            scale = inv_std if self.fix_gamma else gamma * inv_std
+            scale = _per_channel(xp, inv_std if self.fix_gamma else gamma * inv_std, g)
+            gx = xp.empty_like(g)
             if batch_stats:  # (g - mean(g) - xhat * mean(g * xhat)) * scale, in place
                 inv_n = 1.0 / (centred.shape[0] * centred.shape[2])
-                gx = centred * _per_channel(xp, ggamma * inv_std * inv_n, g)
-                gx += _per_channel(xp, gbeta * inv_n, g)
-                xp.subtract(g, gx, out=gx)
-                gx *= _per_channel(xp, scale, g)
+                per_xhat = _per_channel(xp, ggamma * inv_std * inv_n, g)
+                per_g = _per_channel(xp, gbeta * inv_n, g)
+
+                def part(s):
+                    xp.multiply(centred[s], per_xhat, out=gx[s])
+                    gx[s] += per_g
+                    xp.subtract(g[s], gx[s], out=gx[s])
+                    gx[s] *= scale
             else:  # moving statistics are constants
-                gx = g * _per_channel(xp, scale, g)
+                def part(s):
+                    xp.multiply(g[s], scale, out=gx[s])
+            _each(_cuts(xp, g), part)
             if gx.dtype != out_grads[0].dtype:
                 gx = gx.astype(out_grads[0].dtype)
             gx = gx.reshape(out_grads[0].shape)

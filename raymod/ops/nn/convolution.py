@@ -14,6 +14,7 @@ from ._im2col import (CONV_PARAMS, batch_last, batch_major, blocked_forward,
                       blocked_weight_grad, channel_major, check_conv_attrs, col2im, cols_size,
                       conv_out_size, data_batch_channels, data_grad_as_conv, flipped_transpose,
                       grouped, im2col, swaps_product, times_transposed, transposed_pad)
+from .. import _batch_parts
 from . import (_depthwise, _depthwise_dense, _depthwise_rows, _im2col, _shifted, _shifted_blocks,
                _skinny_gemm, _winograd)
 
@@ -143,6 +144,13 @@ class _Route(NamedTuple):
     keep_cols: bool  # training forward keeps its columns for the weight gradient
     shifted_data_grad: bool  # the data gradient as shifted GEMMs (see SHIFTED_MAX_WIDTH)
     shifted_forward: bool  # forward and weight gradient too (SHIFTED_FORWARD_MAX_CHANNELS)
+
+
+class _Parts(NamedTuple):
+    """What a forward cut into parts of its batch keeps: the parts and each one's kept."""
+
+    cuts: list  # slices of the batch
+    kept: list  # per part, what its route's forward kept
 
 
 class Convolution(Op):
@@ -318,9 +326,29 @@ class Convolution(Op):
                 or _depthwise.channels_last(x_shape[1], out))
 
     def forward(self, xp, inputs, aux, is_train):
+        x, w = inputs[0], inputs[1]
         bias = None if self.no_bias else inputs[2]
-        y, saved = self._route_forward(xp, inputs[0], inputs[1], bias, is_train)
-        return [y], saved
+        parts = self._parts(xp, x.shape)
+        if parts == 1:
+            y, saved = self._route_forward(xp, x, w, bias, is_train)
+            return [y], saved
+        cuts = _batch_parts.bounds(x.shape[0], parts)
+        y = xp.empty((x.shape[0], self.num_filter) + self._out_spatial(x.shape[2:]), x.dtype)
+
+        def part(i):
+            y[cuts[i]], kept = self._route_forward(xp, x[cuts[i]], w, bias, is_train)
+            return kept
+
+        return [y], _Parts(cuts, _batch_parts.run(part, parts))
+
+    def _parts(self, xp, x_shape) -> int:
+        """Into how many parts of its batch this layer's forward and backward are cut (see
+        :mod:`.._batch_parts`): numpy only, by the multiply-adds of the whole batch."""
+        if xp is not np:
+            return 1
+        flops = (x_shape[0] * self.num_filter * (x_shape[1] // self.num_group)
+                 * math.prod(self.kernel_) * math.prod(self._out_spatial(x_shape[2:])))
+        return _batch_parts.count(x_shape[0], flops)
 
     def _biased(self, y, bias):
         """``y`` (N, F, *out) plus ``bias`` (in place), if there is one."""
@@ -408,7 +436,6 @@ class Convolution(Op):
 
     def backward(self, xp, out_grads, inputs, outputs, saved, need_grad, grad_out=None):
         x, w, gy = inputs[0], inputs[1], out_grads[0]
-        g = self.num_group
         grads = [None] * len(inputs)
         # the weight's and bias's own grad arrays where the executor gives them: written in
         # place, they save it a copy of every parameter gradient per step
@@ -419,12 +446,46 @@ class Convolution(Op):
             grads[2] = channel_sums(xp, 1, gy, out=into[2])
         if not (need_grad[0] or need_grad[1]):
             return grads
+        if isinstance(saved, _Parts):
+            grads[0], grads[1] = self._backward_parts(xp, gy, x, w, saved, need_grad[:2],
+                                                      into[1])
+        else:
+            grads[0], grads[1] = self._backward(xp, gy, x, w, saved, need_grad[:2], into[1])
+        return grads
+
+    def _backward_parts(self, xp, gy, x, w, saved, need_grad, into):
+        """Data and weight gradients part by part of the batch, as forward cut it: each
+        part's data gradient is its own rows, the weight's is the sum of the parts'."""
+        cuts = saved.cuts
+        dx = xp.empty_like(x) if need_grad[0] else None
+
+        def part(i):
+            s = cuts[i]
+            dx_i, dw_i = self._backward(xp, gy[s], x[s], w, saved.kept[i], need_grad, None)
+            if dx is not None:
+                dx[s] = dx_i
+            return dw_i
+
+        dws = _batch_parts.run(part, len(cuts))
+        if not need_grad[1]:
+            return dx, None
+        dw = xp.add(dws[0], dws[1], out=into)
+        for more in dws[2:]:
+            dw += more
+        return dx, dw
+
+    def _backward(self, xp, gy, x, w, saved, need_grad, into_w):
+        """``(data gradient, weight gradient)`` of the whole batch ``x`` by this shape's
+        route (None where ``need_grad`` says no); the weight's into ``into_w`` when given."""
+        g = self.num_group
+        grads = [None, None]
+        into = [None, into_w]
         route = self._route(xp, x.shape)
         out = route.out
         if route.depthwise_rows:
             grads[0], grads[1] = _depthwise_rows.backward(
                 gy, x, w, self.dilate_, self.pad_, need_grad[0], need_grad[1])
-            return grads
+            return tuple(grads)
         if route.depthwise_dense:
             geometry = (self.kernel_, self.stride_, self.dilate_, self.pad_)
             m = saved
@@ -432,15 +493,15 @@ class Convolution(Op):
                 m = _depthwise_dense.forward(x, w, out, *geometry)[1]
             grads[0], grads[1] = _depthwise_dense.backward(gy, x, m, *geometry, need_grad[0],
                                                            need_grad[1])
-            return grads
+            return tuple(grads)
         if route.depthwise:
             grads[0], grads[1] = _depthwise.backward(
                 xp, gy, x, w, self.kernel_, self.stride_, self.dilate_, self.pad_,
                 need_grad[0], need_grad[1], self._full_pad)
-            return grads
+            return tuple(grads)
         if route.pointwise:
             grads[0], grads[1] = self._pointwise_backward(xp, gy, x, w, need_grad, into[1])
-            return grads
+            return tuple(grads)
         if route.blocked_backward and route.shifted_blocks:
             budget = BLOCKED_FORWARD_BUDGET
             if need_grad[1]:
@@ -449,7 +510,7 @@ class Convolution(Op):
             if need_grad[0]:
                 grads[0] = _shifted_blocks.data_grad(gy, w, self.dilate_, self._full_pad,
                                                      budget)
-            return grads
+            return tuple(grads)
         if route.blocked_backward:
             budget = BLOCKED_FORWARD_BUDGET
             if need_grad[1]:
@@ -461,16 +522,16 @@ class Convolution(Op):
                 grads[0] = blocked_forward(gy, flipped_transpose(xp, w), x.shape[2:],
                                            self.kernel_, self.stride_, self.dilate_,
                                            self._full_pad, budget)
-            return grads
+            return tuple(grads)
         if need_grad[0] and route.shifted_data_grad:
             grads[0] = _shifted.data_grad(gy, w, self.dilate_, self._full_pad)
             if not need_grad[1]:
-                return grads
+                return tuple(grads)
             need_grad = (False,) + tuple(need_grad[1:])
         if route.shifted_forward:  # the weight gradient from the rows forward stacked
             rows = saved or _shifted.stacked_rows(x, self.kernel_, self.dilate_, self.pad_)
             grads[1] = _shifted.weight_grad(rows, gy, self.kernel_, self.dilate_, out=into[1])
-            return grads
+            return tuple(grads)
         if route.winograd_backward:
             d, wt = saved if route.winograd_forward and saved else (
                 _winograd.transform_input(xp, x, self.pad_, out),
@@ -480,7 +541,7 @@ class Convolution(Op):
                 grads[1] = _winograd.weight_grad(xp, gt, d, w.shape)
             if need_grad[0]:
                 grads[0] = _winograd.data_grad(xp, wt, gt, x.shape, self.pad_, out)
-            return grads
+            return tuple(grads)
         last = route.batch_last
         gyt = channel_major(xp, gy, g, last)  # (G, F/G, N*L)
         if need_grad[1]:
@@ -521,4 +582,4 @@ class Convolution(Op):
             dcols = dcols.reshape((x.shape[1],) + self.kernel_ + grid)
             grads[0] = col2im(xp, dcols, x.shape, self.kernel_, self.stride_, self.dilate_,
                               self.pad_, last)
-        return grads
+        return tuple(grads)
