@@ -4,8 +4,10 @@ raymod's ImageRecordIter against MXNet 1.9.1's on the same .rec, side by side, o
     python bench/bench_recordio.py [--images 2000] [--size 96] [--epochs 2] [--threads 1,2]
 
 Writes a .rec of synthetic JPEGs (``--size`` square, quality 90) to a temporary folder, then
-times full epochs of each configuration (the first epoch is a warm-up) in this process and,
-with ``--mxnet-python`` (default /tmp/mxvenv/bin/python, skipped when absent), in MXNet.
+times full epochs of each configuration (the first epoch is a warm-up) in this process (with
+the image backend raymod picks: OpenCV, or Pillow without cv2 or with
+``RAYMOD_IMAGE_BACKEND=pillow``) and, with ``--mxnet-python`` (default
+/tmp/mxvenv/bin/python, skipped when absent), in MXNet.
 Both sides run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset. Prints one JSON line per
 figure, then a table.
 
@@ -133,7 +135,9 @@ def main() -> None:
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     shape = (3, args.size - 16, args.size - 16)
-    emit(kind="machine", blas=blas_kernels(), cpus=os.cpu_count())
+    from raymod.io import _cv
+    backend = _cv.backend()  # opencv, or pillow without cv2 (RAYMOD_IMAGE_BACKEND forces one)
+    emit(kind="machine", blas=blas_kernels(), cpus=os.cpu_count(), image_backend=backend)
     with tempfile.TemporaryDirectory() as folder:
         rec = write_rec(folder, args.images, args.size)
         figures = {("raymod",) + (r["config"], r["threads"]): r["images_per_s"]
@@ -144,7 +148,7 @@ def main() -> None:
     for (side, config, t), rate in sorted(figures.items()):
         emit(kind="decode", side=side, config=config, threads=t, images=args.images,
              image_size=args.size, data_shape=list(shape), images_per_s=round(rate, 1))
-    print(f"\n| configuration | threads | raymod images/s | MXNet 1.9.1 images/s |")
+    print(f"\n| configuration | threads | raymod ({backend}) images/s | MXNet 1.9.1 images/s |")
     print("|---|---|---|---|")
     for config in CONFIGS:
         for t in threads:

@@ -25,6 +25,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from .io import _cv
+
 __all__ = ["MXRecordIO", "MXIndexedRecordIO", "IRHeader", "pack", "unpack", "pack_img",
            "unpack_img", "RECORD_MAGIC"]
 
@@ -110,23 +112,30 @@ def read_record(src: Any) -> bytes | None:
 
 class _At:
     """A ``read(n)`` view of a random-access file from ``offset`` on, through ``pread(n,
-    offset)``: no shared position, so threads can read one file at once."""
+    offset)``: no shared position, so threads can read one file at once. ``ahead`` holds
+    bytes already read from ``offset`` on, served first."""
 
-    def __init__(self, pread: Callable[[int, int], bytes], offset: int):
-        self.pread, self.offset = pread, offset
+    def __init__(self, pread: Callable[[int, int], bytes], offset: int, ahead: bytes = b""):
+        self.pread, self.offset, self.ahead = pread, offset, memoryview(ahead)
 
     def read(self, n: int) -> bytes:
-        data = self.pread(n, self.offset)
+        data, self.ahead = self.ahead[:n], self.ahead[n:]
+        if len(data) < n:
+            data = bytes(data) + self.pread(n - len(data), self.offset + len(data))
         self.offset += len(data)
         return data
 
 
-def read_record_at(pread: Callable[[int, int], bytes], offset: int) -> bytes:
-    """The record starting at byte ``offset``, read with ``pread(n, offset)``."""
-    record = read_record(_At(pread, offset))
+def read_record_at(pread: Callable[[int, int], bytes], offset: int,
+                   size_hint: int = 0) -> bytes:
+    """The record starting at byte ``offset``, read with ``pread(n, offset)``; with
+    ``size_hint`` (the bytes it likely spans, its headers included) in one read when it
+    does."""
+    ahead = pread(size_hint, offset) if size_hint > 8 else b""
+    record = read_record(_At(pread, offset, ahead))
     if record is None:
         raise ValueError(f"no record at byte {offset}: the file ends there")
-    return record
+    return bytes(record)
 
 
 def record_offsets(uri: str) -> list[int]:
@@ -397,23 +406,64 @@ def pillow() -> Any:
     try:
         from PIL import Image
     except ImportError as err:
-        raise ImportError("decoding and encoding images needs Pillow: pip install "
+        raise ImportError("decoding and encoding images needs Pillow (or OpenCV): pip install "
                           "'raymod[image]' (or pip install Pillow)") from err
     return Image
 
 
 def decode_image(buf: bytes, iscolor: int = -1, bgr: bool = True) -> np.ndarray:
-    """Decode JPEG/PNG bytes with Pillow into an ``(h, w, c)`` or ``(h, w)`` uint8 array.
+    """Decode JPEG/PNG bytes into an ``(h, w, c)`` or ``(h, w)`` uint8 array, with OpenCV
+    (``cv2.imdecode``, as MXNet) or else Pillow (see :mod:`raymod.io._cv`).
 
-    ``bgr`` gives OpenCV's channel order (what ``mx.recordio.unpack_img`` returns).
+    ``iscolor`` is OpenCV's flag: 1 colour, 0 gray, -1 as stored (gray, colour or colour
+    with alpha). ``bgr`` gives OpenCV's channel order (what ``mx.recordio.unpack_img``
+    returns). EXIF orientation is not applied.
     """
-    Image = pillow()
     if iscolor not in _COLOR_MODES:
         raise ValueError(f"iscolor must be -1, 0 or 1; got {iscolor!r}")
+    cv2 = _cv.opencv()
+    if cv2 is not None:
+        arr = _cv_decode(cv2, buf, iscolor, bgr)
+        if arr is not None:
+            return arr
+    return _pillow_decode(buf, iscolor, bgr)
+
+
+def _cv_decode(cv2: Any, buf: bytes, iscolor: int, bgr: bool) -> np.ndarray | None:
+    """OpenCV's decode; None where Pillow's rules apply instead (an image OpenCV cannot
+    read, or one stored with more than 8 bits or with a gray alpha channel)."""
+    data = np.frombuffer(buf, np.uint8)
+    if iscolor == 1:
+        rgb = getattr(cv2, "IMREAD_COLOR_RGB", None)  # newer OpenCV: RGB from the decoder
+        if not bgr and rgb is not None:
+            return cv2.imdecode(data, rgb | cv2.IMREAD_IGNORE_ORIENTATION)
+        flag = cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION
+    else:
+        flag = cv2.IMREAD_GRAYSCALE | cv2.IMREAD_IGNORE_ORIENTATION if iscolor == 0 \
+            else cv2.IMREAD_UNCHANGED
+    arr = cv2.imdecode(data, flag)
+    if arr is None or arr.dtype != np.uint8 or (arr.ndim == 3 and arr.shape[2] == 2):
+        return None
+    if not bgr and arr.ndim == 3:
+        arr = cv2.cvtColor(arr, cv2.COLOR_BGR2RGB if arr.shape[2] == 3 else cv2.COLOR_BGRA2RGBA)
+    return arr
+
+
+def _pillow_decode(buf: bytes, iscolor: int, bgr: bool) -> np.ndarray:
+    """Pillow's decode, kept to OpenCV's rules: a JPEG's gray is its luma, 16-bit samples
+    give their top 8 bits, and transparency (alpha or a transparent colour) is kept as
+    stored. (A colour PNG read as gray may still differ by one: libpng's weights.)"""
+    Image = pillow()
     img = Image.open(io.BytesIO(buf))
+    if iscolor == 0 and img.format == "JPEG":
+        img.draft("L", img.size)  # libjpeg's own luma, as OpenCV decodes a JPEG to gray
+    if img.mode == "I" or img.mode.startswith("I;16"):
+        img = Image.fromarray((np.asarray(img) >> 8).astype(np.uint8))
     mode = _COLOR_MODES[iscolor]
-    if mode is None and img.mode not in ("L", "RGB", "RGBA"):
-        mode = "RGB"
+    if mode is None and "transparency" in img.info:
+        mode = "RGBA"
+    elif mode is None and img.mode not in ("L", "RGB", "RGBA"):
+        mode = "RGBA" if img.mode in ("LA", "PA") else "RGB"
     if mode is not None and img.mode != mode:
         img = img.convert(mode)
     arr = np.asarray(img)
@@ -433,24 +483,36 @@ _FORMATS = {".jpg": "JPEG", ".jpeg": "JPEG", ".png": "PNG"}
 
 def encode_image(img: np.ndarray, quality: int = 95, img_fmt: str = ".jpg",
                  bgr: bool = True) -> bytes:
-    """Encode an ``(h, w[, c])`` uint8 array as JPEG or PNG bytes with Pillow.
+    """Encode an ``(h, w[, c])`` uint8 array as JPEG or PNG bytes, with OpenCV
+    (``cv2.imencode``, as MXNet) or else Pillow.
 
-    ``quality`` is JPEG quality (1-100) or, for PNG, the compression level (0-9), as in
-    MXNet's ``pack_img``.
+    ``quality`` is JPEG quality (1-100) or, for PNG, the compression level (0-9, clamped as
+    OpenCV does: ``pack_img``'s default 95 is level 9), as in MXNet's ``pack_img``.
     """
-    Image = pillow()
     fmt = _FORMATS.get(img_fmt.lower())
     if fmt is None:
         raise ValueError(f"img_fmt must be one of {sorted(_FORMATS)}; got {img_fmt!r}")
     arr = np.ascontiguousarray(img, dtype=np.uint8)
-    if bgr and arr.ndim == 3 and arr.shape[2] == 3:
-        arr = np.ascontiguousarray(arr[:, :, ::-1])
+    cv2 = _cv.opencv()
+    if cv2 is not None:
+        if not bgr and arr.ndim == 3 and arr.shape[2] in (3, 4):
+            arr = cv2.cvtColor(arr, cv2.COLOR_RGB2BGR if arr.shape[2] == 3 else
+                               cv2.COLOR_RGBA2BGRA)
+        params = ([cv2.IMWRITE_JPEG_QUALITY, int(quality)] if fmt == "JPEG" else
+                  [cv2.IMWRITE_PNG_COMPRESSION, min(max(int(quality), 0), 9)])
+        ok, out = cv2.imencode(".jpg" if fmt == "JPEG" else ".png", arr, params)
+        if not ok:
+            raise ValueError(f"OpenCV could not encode an image of shape {arr.shape} as "
+                             f"{img_fmt}")
+        return out.tobytes()
+    Image = pillow()
+    if bgr and arr.ndim == 3 and arr.shape[2] in (3, 4):  # BGR(A) to Pillow's RGB(A)
+        arr = np.ascontiguousarray(arr[:, :, [2, 1, 0, 3][:arr.shape[2]]])
     out = io.BytesIO()
     image = Image.fromarray(arr if arr.ndim == 2 or arr.shape[2] > 1 else arr[:, :, 0])
     if fmt == "JPEG":
         image.save(out, fmt, quality=int(quality))
     else:
-        # OpenCV clamps a PNG compression level out of 0-9 (pack_img's default 95 is one)
         image.save(out, fmt, compress_level=min(max(int(quality), 0), 9))
     return out.getvalue()
 

@@ -23,6 +23,7 @@ from .base import DeferredRows, RowReader
 from .image_aug import AugParams, augment, normalize
 from .native_batches import NativeIter
 
+_MAX_SPAN = 1 << 24  # bytes read ahead for one record at most
 _AUG_FIELDS = {f for f in AugParams.__dataclass_fields__ if f != "data_shape"}
 # MXNet arguments that steer its C++ machinery and mean nothing here
 _IGNORED = ("aug_seq", "verbose", "device_id", "shuffle_chunk_size", "shuffle_chunk_seed",
@@ -51,13 +52,14 @@ class RecordFile:
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["uri"])
 
-    def read(self, offset: int) -> bytes:
-        """The record at byte ``offset``."""
+    def read(self, offset: int, size_hint: int = 0) -> bytes:
+        """The record at byte ``offset`` (in one read when it spans at most ``size_hint``
+        bytes)."""
         if self._pread is None:
             with self._lock:
                 if self._pread is None:
                     self._pread = self._open()
-        return recordio.read_record_at(self._pread, offset)
+        return recordio.read_record_at(self._pread, offset, size_hint)
 
     def _open(self) -> Any:
         if "://" in self.uri:
@@ -78,6 +80,10 @@ class ImageRecordReader(RowReader):
                  mean_img: np.ndarray | None, labels: dict | None):
         self.file = RecordFile(uri)
         self.offsets = np.asarray(offsets, np.int64)
+        # the bytes to the next record: one read per record (0, no hint, for the last one
+        # and where the records are not in file order or far apart)
+        spans = np.diff(self.offsets, append=self.offsets[-1:])
+        self.spans = np.where((spans > 8) & (spans <= _MAX_SPAN), spans, 0)
         self.params, self.seed_aug = params, int(seed_aug)
         self.label_width, self.threads = int(label_width), max(1, int(threads))
         self.dtype, self.mean_img, self.labels = dtype, mean_img, labels
@@ -92,28 +98,54 @@ class ImageRecordReader(RowReader):
         return state
 
     def take(self, rows: Any) -> tuple[list, list]:
-        """Data ``(n, C, H, W)`` and labels of draws ``rows``."""
+        """Data ``(n, C, H, W)`` and labels of draws ``rows``.
+
+        Each image is normalised straight into its slot of the batch. With
+        ``preprocess_threads`` > 1 the threads take the next image as they finish one (OpenCV
+        and numpy release the GIL inside their calls, so they decode in parallel)."""
         draws = np.asarray(rows, np.int64)
         if draws.ndim != 1 or (draws.size and draws.min() < 0):
             raise ValueError(f"draws must be a 1-d array of ints >= 0; got {rows!r}")
-        if self.threads > 1 and len(draws) > 1:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.threads, "decode")
-            done = list(self._pool.map(self.one, draws))
-        else:
-            done = [self.one(d) for d in draws]
-        self.decoded += len(draws)
-        data = np.stack([d for d, _ in done]).astype(self.dtype, copy=False)
-        label = np.stack([lab for _, lab in done])
-        return [data], [label[:, 0] if self.label_width == 1 else label]
+        n = len(draws)
+        _, height, width = self.params.data_shape
+        # what decode hands over: gray for one channel, else RGB
+        data = np.empty((n, 1 if self.params.channels == 1 else 3, height, width), np.float32)
+        labels: list = [None] * n
+        todo = iter(range(n))  # shared: next() on it is atomic under the GIL
 
-    def one(self, draw: int) -> tuple[np.ndarray, np.ndarray]:
-        """One draw's ``(C, H, W)`` image and its labels."""
-        record = int(draw) % len(self.offsets)
-        header, payload = recordio.unpack(self.file.read(int(self.offsets[record])))
-        rng = np.random.default_rng([self.seed_aug, int(draw)])
+        def work() -> None:
+            for i in todo:
+                labels[i] = self.one(int(draws[i]), out=data[i])[1]
+
+        threads = min(self.threads, n)
+        if threads > 1:  # this thread is one of them
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads - 1, "decode")
+            helpers = [self._pool.submit(work) for _ in range(threads - 1)]
+            try:
+                work()
+            except BaseException:
+                for _ in todo:  # the helpers stop at their next image
+                    pass
+                raise
+            finally:
+                for helper in helpers:
+                    helper.result()
+        else:
+            work()
+        self.decoded += n
+        label = np.stack(labels) if n else np.empty((0, self.label_width), np.float32)
+        return ([data.astype(self.dtype, copy=False)],
+                [label[:, 0] if self.label_width == 1 else label])
+
+    def one(self, draw: int, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """One draw's ``(C, H, W)`` image (written into ``out`` when given) and its labels."""
+        record = draw % len(self.offsets)
+        header, payload = recordio.unpack(self.file.read(int(self.offsets[record]),
+                                                         int(self.spans[record])))
+        rng = np.random.default_rng([self.seed_aug, draw])
         img = augment(decode(payload, self.params.channels), self.params, rng)
-        return normalize(img, self.params, rng, self.mean_img), self._label(header)
+        return normalize(img, self.params, rng, self.mean_img, out), self._label(header)
 
     def _label(self, header: recordio.IRHeader) -> np.ndarray:
         if self.labels is not None:
@@ -144,8 +176,9 @@ def part_rows(offsets: list[int], total_bytes: int | None, part_index: int,
 
 
 class ImageRecordIter(DeferredRows, NativeIter):
-    """Batches of images from a RecordIO ``.rec`` file, decoded with Pillow and augmented
-    as MXNet's ``ImageRecordIter`` does, with its arguments.
+    """Batches of images from a RecordIO ``.rec`` file, decoded and augmented as MXNet's
+    ``ImageRecordIter`` does, with its arguments: with OpenCV as MXNet, or with Pillow and
+    numpy where ``cv2`` is missing (:mod:`raymod.io._cv`).
 
     Parameters
     ----------
@@ -176,7 +209,9 @@ class ImageRecordIter(DeferredRows, NativeIter):
         Read only part ``part_index`` of ``num_parts`` (equal record counts with an index,
         equal byte ranges without, as MXNet splits).
     preprocess_threads : int, default 4
-        Decoding threads (of the process that reads: this one, or each Ray worker).
+        Decoding threads (of the process that reads: this one, or each Ray worker). With
+        OpenCV they run in parallel (its calls release the GIL; its own thread pool is set
+        to one thread so that it does not compete with them).
     dtype : str, optional
         Output data type (default float32).
     mean_img : str, optional
@@ -198,11 +233,12 @@ class ImageRecordIter(DeferredRows, NativeIter):
 
     Notes
     -----
-    Pixels decode with Pillow rather than OpenCV: without random augmentation the batches
-    are MXNet's to within one pixel value (JPEG decoders round differently). Random draws
-    follow MXNet's distributions, not its generator, so augmented batches repeat per seed
-    here but differ from MXNet's. ``prefetch_buffer``, ``ctx``, ``aug_seq`` and MXNet's
-    other engine arguments are accepted and have no effect.
+    Without random augmentation the batches equal MXNet's on the test fixture with OpenCV,
+    and are within one pixel value of them with Pillow (its bilinear resize rounds
+    differently). Random draws follow MXNet's distributions, not its generator, so augmented
+    batches repeat per seed here (under either backend) but differ from MXNet's.
+    ``prefetch_buffer``, ``ctx``, ``aug_seq`` and MXNet's other engine arguments are
+    accepted and have no effect.
     """
 
     def __init__(self, path_imgrec: str, data_shape: Sequence[int], batch_size: int,
