@@ -15,7 +15,7 @@ how many parts there were, as the BLAS pool's own thread count already makes the
 It pays over a chain of ops cut alike, each part's maps staying with the thread (and core)
 that made them: ResNet-20's convolutions, BatchNorms and ReLUs all cut took its step from
 169-208 ms to 139-177 at 2 threads (separate runs, quiet 2-core Xeon), though BatchNorm and
-ReLU alone on a whole map from one thread take 1.1-2.7x as long cut (memory-bound passes),
+ReLU alone on a whole map from one thread take 1.0-2.7x as long cut (memory-bound passes),
 and so do the strided im2col layers (1.2-1.4x). It does not pay for one big GEMM that
 OpenBLAS threads itself (see Convolution._parts), nor for an LSTM's steps, whose calls release
 the GIL for a few microseconds each: two threads then hand the GIL to each other at every
