@@ -25,6 +25,9 @@ axis N long instead (shapes inferred on each side; the TN-layout RNN graphs then
 steps, not N sequences): the fixtures' batch of 1-2 weighs per-call overheads more than a
 training batch does.
 
+``--size S`` binds every image input (N, 3, H, W) at S x S (224 for the ImageNet networks,
+299 for Inception), MXNet's usual sizes; with ``--batch`` too, the training shapes.
+
 ``--rounds R`` runs each side R times, alternating (raymod, MXNet, MXNet, raymod, ...), and
 takes each time's median over the rounds: on a shared machine MXNet's side has measured up
 to 1.8x apart between two runs minutes apart (MobileNet 2.5 and 4.4 ms), which one run per
@@ -149,13 +152,20 @@ def timed(side: Side, fwd, bwd, repeats: int, min_time: float = 0.0) -> dict:
             "steps": len(rows) - 1}
 
 
-def input_shapes(entry: dict, batch: int | None = None) -> dict:
-    """A zoo network's input shapes: the fixture's, or with the first axis ``batch`` long."""
-    return {i["name"]: ((batch,) if batch else tuple(i["shape"][:1])) + tuple(i["shape"][1:])
-            for i in entry["inputs"]}
+def input_shapes(entry: dict, batch: int | None = None, size: int | None = None) -> dict:
+    """A zoo network's input shapes: the fixture's, or with the first axis ``batch`` long,
+    and an image input's (N, 3, H, W) maps ``size`` x ``size``."""
+    shapes = {}
+    for i in entry["inputs"]:
+        shape = ((batch,) if batch else tuple(i["shape"][:1])) + tuple(i["shape"][1:])
+        if size and len(shape) == 4 and shape[1] == 3:
+            shape = shape[:2] + (size, size)
+        shapes[i["name"]] = shape
+    return shapes
 
 
-def net_arrays(params, entry: dict, sym=None, batch: int | None = None):
+def net_arrays(params, entry: dict, sym=None, batch: int | None = None,
+               size: int | None = None):
     """Arguments, auxiliary states and gradient names of a zoo network at its fixture
     shapes, or with every input's first axis ``batch`` long (shapes inferred from ``sym``;
     stored inputs repeated to fill it), and the output shapes."""
@@ -163,8 +173,8 @@ def net_arrays(params, entry: dict, sym=None, batch: int | None = None):
     stored = np.load(ZOO / entry["npz_file"]) if entry.get("npz_file") else {}
     arg_shapes, aux_shapes, out_shapes = (entry["arg_shapes"], entry["aux_shapes"],
                                           entry["out_shapes"])
-    in_shapes = input_shapes(entry, batch)
-    if batch:
+    in_shapes = input_shapes(entry, batch, size)
+    if batch or size:
         args_, outs, auxs = sym.infer_shape(**in_shapes)
         arg_shapes = dict(zip(sym.list_arguments(), args_))
         aux_shapes = dict(zip(sym.list_auxiliary_states(), auxs))
@@ -180,18 +190,20 @@ def net_arrays(params, entry: dict, sym=None, batch: int | None = None):
     return args, aux, grads, out_shapes
 
 
-def bound_net(side: Side, params, net: str, entry: dict, batch: int | None = None):
+def bound_net(side: Side, params, net: str, entry: dict, batch: int | None = None,
+              size: int | None = None):
     """``net`` bound on ``side`` for training (see :func:`net_arrays`), and its head
     gradients."""
     sym = side.load((ZOO / entry["symbol_file"]).read_text())
-    args, aux, grads, out_shapes = net_arrays(params, entry, sym, batch)
+    args, aux, grads, out_shapes = net_arrays(params, entry, sym, batch, size)
     exe = side.bind(sym, args, grads, aux)
     return exe, side.heads([params.head_grad(f"{net}:{i}", s) for i, s in enumerate(out_shapes)])
 
 
 def measure_net(side: Side, params, net: str, entry: dict, repeats: int,
-                batch: int | None = None, min_time: float = 0.0) -> dict:
-    exe, heads = bound_net(side, params, net, entry, batch)
+                batch: int | None = None, min_time: float = 0.0,
+                size: int | None = None) -> dict:
+    exe, heads = bound_net(side, params, net, entry, batch, size)
     return timed(side, lambda: exe.forward(is_train=True), lambda: exe.backward(heads), repeats,
                  min_time)
 
@@ -320,7 +332,7 @@ def run_side(args) -> None:
         rec = {"side": side.name, "net": net}
         try:
             rec.update(measure_net(side, params, net, index[net], args.repeats, args.batch,
-                                   args.min_time))
+                                   args.min_time, args.size))
         except Exception as err:  # noqa: BLE001 - a net one side cannot run is reported
             rec["error"] = f"{type(err).__name__}: {err}"[:300]
         print(json.dumps(rec), flush=True)
@@ -395,6 +407,8 @@ def main() -> None:
                          "time's median over the rounds")
     ap.add_argument("--batch", type=int, default=None,
                     help="every input's first axis this long (the fixtures' shapes: 1-2)")
+    ap.add_argument("--size", type=int, default=None,
+                    help="bind every image input (N, 3, H, W) at size x size (e.g. 224)")
     ap.add_argument("--mxnet-python", default=None,
                     help="python of a venv with mxnet 1.9.1 (e.g. /tmp/mxvenv/bin/python)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per side")
@@ -432,6 +446,7 @@ def main() -> None:
             raise SystemExit(f"--nets: {unknown} not in the zoo; known: {sorted(index)}")
         common += ["--nets", ",".join(nets)] + (["--batch", str(args.batch)] if args.batch
                                                  else [])
+        common += ["--size", str(args.size)] if args.size else []
         key = "net"
     load = round(os.getloadavg()[0], 2)
     pythons = {"raymod": sys.executable}
@@ -453,7 +468,8 @@ def main() -> None:
           f"one thread; CPU time per forward+backward step, median of {args.repeats} steps or "
           f"more, to {args.min_time} s"
           + (f", then the median over {args.rounds} rounds per side" if args.rounds > 1 else "")
-          + (f"; batch {args.batch}" if args.batch else ""))
+          + (f"; batch {args.batch}" if args.batch else "")
+          + (f"; image inputs {args.size}x{args.size}" if args.size else ""))
     for s, recs in sides.items():
         print(f"{s}: {recs[0].get('version')} BLAS {recs[0].get('blas')}")
     print(f"{key:<28} {'raymod cpu s':>12} {'mxnet cpu s':>12} {'ratio':>7} "
