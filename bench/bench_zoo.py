@@ -208,9 +208,10 @@ def measure_net(side: Side, params, net: str, entry: dict, repeats: int,
                  min_time)
 
 
-def measure_ops(side: Side, params, net: str, entry: dict, repeats: int) -> list[dict]:
+def measure_ops(side: Side, params, net: str, entry: dict, repeats: int,
+                batch: int | None = None, size: int | None = None) -> list[dict]:
     """CPU seconds per step of each operator type of ``net``, forward and backward."""
-    exe, heads = bound_net(side, params, net, entry)
+    exe, heads = bound_net(side, params, net, entry, batch, size)
 
     def step():
         exe.forward(is_train=True)
@@ -267,13 +268,14 @@ def measure_ops(side: Side, params, net: str, entry: dict, repeats: int) -> list
     return sorted(rows, key=lambda r: -r["cpu_s"])
 
 
-def conv_layers(net: str, entry: dict, batch: int | None = None) -> list[dict]:
+def conv_layers(net: str, entry: dict, batch: int | None = None,
+                size: int | None = None) -> list[dict]:
     """Every Convolution / Deconvolution of ``net``: name, op, attributes, data shape (raymod's
     shape inference, which follows MXNet's), at the fixture's batch or ``batch``."""
     import raymod as rm
     graph = json.loads((ZOO / entry["symbol_file"]).read_text())
     internals = rm.sym.load_json(json.dumps(graph)).get_internals()
-    _, outs, _ = internals.infer_shape(**input_shapes(entry, batch))
+    _, outs, _ = internals.infer_shape(**input_shapes(entry, batch, size))
     by_name = dict(zip(internals.list_outputs(), outs))
     nodes, layers = graph["nodes"], []
     for node in nodes:
@@ -323,7 +325,8 @@ def run_side(args) -> None:
         return
     if args.ops:
         try:
-            for rec in measure_ops(side, params, args.ops, index[args.ops], args.repeats):
+            for rec in measure_ops(side, params, args.ops, index[args.ops], args.repeats,
+                                   args.batch, args.size):
                 print(json.dumps({"side": side.name, **rec}), flush=True)
         except Exception as err:  # noqa: BLE001 - reported, not fatal
             print(json.dumps({"side": side.name, "error": f"{type(err).__name__}: {err}"[:300]}))
@@ -427,13 +430,15 @@ def main() -> None:
     if args.ops:
         if args.ops not in index:
             raise SystemExit(f"--ops: {args.ops!r} not in the zoo; known: {sorted(index)}")
-        common += ["--ops", args.ops]
+        common += ["--ops", args.ops] + (["--batch", str(args.batch)] if args.batch else [])
+        common += ["--size", str(args.size)] if args.size else []
         env = {"MXNET_EXEC_BULK_EXEC_TRAIN": "0", "MXNET_EXEC_BULK_EXEC_INFERENCE": "0"}
         key = "op"
     elif args.layers:
         os.environ.update({k: "1" for k in ONE_THREAD})
-        layers = conv_layers(args.layers, index[args.layers], args.batch)
-        suffix = f"_batch{args.batch}" if args.batch else ""
+        layers = conv_layers(args.layers, index[args.layers], args.batch, args.size)
+        suffix = (f"_batch{args.batch}" if args.batch else "") + (
+            f"_size{args.size}" if args.size else "")
         listing = ROOT / "bench" / "results" / f"zoo_layers_{args.layers}{suffix}.json"
         listing.parent.mkdir(exist_ok=True)
         listing.write_text(json.dumps(layers))
