@@ -6,7 +6,16 @@ import pytest
 import raymod.ops.nn._im2col as im2col_module
 import raymod.ops.nn.convolution as conv_module
 from raymod.base import AttributeValueError, ShapeError
+from raymod.ops.nn import _depthwise_numba
 from raymod.test_utils import check_forward, check_gradient, op_symbol
+
+
+@pytest.fixture(autouse=True)
+def numpy_routes(request, monkeypatch):
+    """These tests check numpy's routes: the compiled depthwise loops stand aside, except in
+    the tests marked ``compiled``."""
+    if "compiled" not in request.keywords:
+        monkeypatch.setenv("RAYMOD_NUMBA", "0")
 
 
 def reference_conv(x, w, b, stride, pad, dilate, groups):
@@ -595,3 +604,67 @@ def test_convolution_parts_equal_the_whole_batch_in_float32(rng, monkeypatch):
     np.testing.assert_array_equal(y2, y1)
     np.testing.assert_array_equal(dx2, dx1)
     np.testing.assert_allclose(dw2, dw1, rtol=1e-5, atol=1e-4)
+
+
+
+# ---- depthwise layers as compiled loops (numba, where installed) ------------------------------
+@pytest.mark.compiled
+@pytest.mark.parametrize("shape,no_bias", [((2, 3, 7, 6), False), ((1, 2, 3, 9), True),
+                                           ((3, 4, 1, 1), False)])  # 1x1 maps: all padding
+def test_depthwise_compiled(rng, monkeypatch, shape, no_bias):
+    """The compiled depthwise loops (3x3, stride 1, padded by 1): outputs against the
+    written-out convolution, gradients against finite differences, and that they ran."""
+    pytest.importorskip("numba")
+    monkeypatch.setenv("RAYMOD_NUMBA", "1")
+    monkeypatch.setattr(_depthwise_numba, "MIN_WIDTH", 1)  # small maps, for the checks' sake
+    check_depthwise_route(rm_cpu(), rng, monkeypatch, _depthwise_numba, shape, (3, 3), (1, 1),
+                          (1, 1), (1, 1), no_bias)
+
+
+@pytest.mark.compiled
+@pytest.mark.parametrize("kernel,stride,pad,dilate", [
+    ((3, 3), (2, 2), (1, 1), (1, 1)), ((3, 3), (1, 1), (2, 2), (2, 2)),
+    ((5, 5), (1, 1), (2, 2), (1, 1)), ((3, 3), (1, 1), (0, 0), (1, 1))])
+def test_other_depthwise_geometries_keep_numpys_routes(monkeypatch, kernel, stride, pad,
+                                                       dilate):
+    pytest.importorskip("numba")
+    monkeypatch.setenv("RAYMOD_NUMBA", "1")
+    op = conv_module.Convolution(kernel=kernel, stride=stride, pad=pad, dilate=dilate,
+                                 num_filter=8, num_group=8)
+    assert not op._route(np, (2, 8, 16, 16)).numba_depthwise
+    same = conv_module.Convolution(kernel=(3, 3), pad=(1, 1), num_filter=8, num_group=8)
+    assert same._route(np, (2, 8, 16, 16)).numba_depthwise
+    assert not same._route(np, (2, 8, 8, 8)).numba_depthwise  # narrower than MIN_WIDTH
+
+
+@pytest.mark.compiled
+def test_depthwise_compiled_in_float32_against_numpy(rng, monkeypatch):
+    """MobileNet's 32-channel 56x56 layer in float32: the compiled loops and numpy's route
+    agree to float rounding, forward and both gradients."""
+    pytest.importorskip("numba")
+    x = rng.standard_normal((2, 32, 56, 56)).astype(np.float32)
+    w = rng.standard_normal((32, 1, 3, 3)).astype(np.float32)
+    gy = rng.standard_normal((2, 32, 56, 56)).astype(np.float32)
+    runs = {}
+    for flag in ("0", "1"):
+        monkeypatch.setenv("RAYMOD_NUMBA", flag)
+        op = conv_module.Convolution(kernel=(3, 3), pad=(1, 1), num_filter=32, num_group=32,
+                                     no_bias=True)
+        assert op._route(np, x.shape).numba_depthwise == (flag == "1")
+        (y,), saved = op.forward(np, [x, w], [], True)
+        runs[flag] = [y] + list(op.backward(np, [gy], [x, w], [y], saved, [True, True]))
+    for compiled, numpy_route in zip(runs["1"], runs["0"]):
+        np.testing.assert_allclose(compiled, numpy_route, rtol=1e-4, atol=1e-4)
+
+
+def test_without_numba_the_numpy_routes_run(monkeypatch):
+    monkeypatch.setattr(_depthwise_numba, "numba", None)
+    monkeypatch.setenv("RAYMOD_NUMBA", "1")
+    assert not _depthwise_numba.available()
+    op = conv_module.Convolution(kernel=(3, 3), pad=(1, 1), num_filter=8, num_group=8)
+    assert not op._route(np, (2, 8, 16, 16)).numba_depthwise
+
+
+def rm_cpu():
+    import raymod as rm
+    return rm.cpu()

@@ -15,8 +15,8 @@ from ._im2col import (CONV_PARAMS, batch_last, batch_major, blocked_forward,
                       conv_out_size, data_batch_channels, data_grad_as_conv, flipped_transpose,
                       grouped, im2col, swaps_product, times_transposed, transposed_pad)
 from .. import _batch_parts
-from . import (_depthwise, _depthwise_dense, _depthwise_rows, _im2col, _shifted, _shifted_blocks,
-               _skinny_gemm, _winograd)
+from . import (_depthwise, _depthwise_dense, _depthwise_numba, _depthwise_rows, _im2col,
+               _shifted, _shifted_blocks, _skinny_gemm, _winograd)
 
 # Depthwise layers with fewer output positions (batch times map) use the grouped GEMM.
 DEPTHWISE_MIN_POSITIONS = 1024
@@ -144,6 +144,7 @@ class _Route(NamedTuple):
     keep_cols: bool  # training forward keeps its columns for the weight gradient
     shifted_data_grad: bool  # the data gradient as shifted GEMMs (see SHIFTED_MAX_WIDTH)
     shifted_forward: bool  # forward and weight gradient too (SHIFTED_FORWARD_MAX_CHANNELS)
+    numba_depthwise: bool = False  # compiled loops, where numba is installed
 
 
 class _Parts(NamedTuple):
@@ -194,7 +195,8 @@ class Convolution(Op):
     def _route(self, xp, x_shape) -> _Route:
         """The paths this layer takes at input shape ``x_shape``, cached per shape: working
         them out costs a few microseconds a call, about 5 % of a small network's step."""
-        key = (tuple(x_shape), xp is np, WINOGRAD)
+        compiled = xp is np and _depthwise_numba.available()
+        key = (tuple(x_shape), xp is np, WINOGRAD, compiled)
         route = self._routes.get(key)
         if route is None:
             out = self._out_spatial(x_shape[2:])
@@ -225,7 +227,11 @@ class Convolution(Op):
                 keep_cols=size <= KEEP_COLS_MAX and not winograd_backward and not blocked,
                 shifted_data_grad=shifted_forward or (not (blocked or pointwise) and self._shifted(
                     xp, x_shape, over_winograd=winograd_backward)),
-                shifted_forward=shifted_forward)
+                shifted_forward=shifted_forward,
+                numba_depthwise=(compiled and self._one_filter_per_channel(x_shape)
+                                 and _depthwise_numba.applies(x_shape, self.kernel_,
+                                                              self.stride_, self.dilate_,
+                                                              self.pad_)))
         return route
 
     def _shifted_fits(self, xp) -> bool:
@@ -366,6 +372,9 @@ class Convolution(Op):
         n, c, g = x.shape[0], x.shape[1], self.num_group
         route = self._route(xp, x.shape)
         out = route.out
+        if route.numba_depthwise:
+            y = _depthwise_numba.forward(x, w)
+            return self._biased(y, bias), None
         if route.depthwise_rows:
             # nothing kept for backward: see _depthwise_rows
             y = _depthwise_rows.forward(x, w, self.dilate_, self.pad_)
@@ -487,6 +496,12 @@ class Convolution(Op):
         into = [None, into_w]
         route = self._route(xp, x.shape)
         out = route.out
+        if route.numba_depthwise:
+            dx, dw = _depthwise_numba.backward(gy, x, w, need_grad[0], need_grad[1])
+            if dw is not None and into[1] is not None:
+                into[1][...] = dw
+                dw = into[1]
+            return dx, dw
         if route.depthwise_rows:
             grads[0], grads[1] = _depthwise_rows.backward(
                 gy, x, w, self.dilate_, self.pad_, need_grad[0], need_grad[1])
