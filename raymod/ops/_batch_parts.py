@@ -32,8 +32,9 @@ from .. import threads
 
 _T = TypeVar("_T")
 
-# Multiply-adds of a part below which threads cost more than they save (a hand-off is about
-# 30-60 us): 2M is about 0.2 ms of one core's GEMM.
+# Multiply-adds of a part below which threads cost more than they save (a hand-off to a
+# thread and back costs tens of microseconds): 2M is about 0.02 ms of one core's peak GEMM,
+# nearer 0.1 ms at these layers' rates.
 MIN_PART_FLOPS = 2e6
 # Elements of a part of an elementwise chain (BatchNorm's, ReLU's) below which the same holds:
 # 64K float32 values are 20-60 us a pass.
