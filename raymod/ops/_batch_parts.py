@@ -71,6 +71,22 @@ def bounds(batch: int, parts: int) -> list[slice]:
     return [slice(a, b) for a, b in zip(cuts, cuts[1:])]
 
 
+def cuts(batch: int, elements: int) -> list[slice] | None:
+    """The parts of a batch of ``batch`` samples (``elements`` values in all) over which an
+    elementwise chain runs at once, or None for one pass over all."""
+    parts = count(batch, elements, MIN_PART_ELEMENTS)
+    return None if parts == 1 else bounds(batch, parts)
+
+
+def each(parts: list[slice] | None, fn: Callable[[slice], object]) -> None:
+    """``fn(part)`` for each of ``parts`` at once (an elementwise chain, no BLAS), or
+    ``fn(slice(None))`` once when there are none."""
+    if parts is None:
+        fn(slice(None))
+    else:
+        run(lambda i: fn(parts[i]), len(parts), blas=False)
+
+
 @contextlib.contextmanager
 def _single_threaded_blas() -> Iterator[None]:
     """The BLAS pool at one thread inside, at its size before after."""

@@ -94,20 +94,23 @@ if numba is not None:
 _PAD = ((0, 0), (0, 0), (1, 1), (1, 1))
 
 
-def forward(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+def forward(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(N, C, H, W)``: each channel of ``x`` correlated with its own 3x3 filter ``w``
-    (C, 1, 3, 3), padded by 1."""
-    return _correlate3x3(np.pad(x, _PAD), np.ascontiguousarray(w, x.dtype), np.empty_like(x))
+    (C, 1, 3, 3), padded by 1; and ``x`` padded, which the weight gradient reads too."""
+    padded = np.pad(x, _PAD)
+    return _correlate3x3(padded, np.ascontiguousarray(w, x.dtype), np.empty_like(x)), padded
 
 
 def backward(gy: np.ndarray, x: np.ndarray, w: np.ndarray, need_data: bool,
-             need_weight: bool) -> tuple:
-    """The data and weight gradients (None where not needed) of :func:`forward`."""
+             need_weight: bool, padded: np.ndarray | None = None) -> tuple:
+    """The data and weight gradients (None where not needed) of :func:`forward`, which
+    gave ``padded`` (None: ``x`` is padded again)."""
     gy = np.ascontiguousarray(gy, x.dtype)
     dx = dw = None
     if need_data:  # the output gradient correlated with the flipped filters
         flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1], x.dtype)
         dx = _correlate3x3(np.pad(gy, _PAD), flipped, np.empty_like(x))
     if need_weight:
-        dw = _weight_grad3x3(gy, np.pad(x, _PAD), np.empty(w.shape, x.dtype))
+        padded = np.pad(x, _PAD) if padded is None else padded
+        dw = _weight_grad3x3(gy, padded, np.empty(w.shape, x.dtype))
     return dx, dw

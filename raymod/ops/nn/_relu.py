@@ -25,32 +25,27 @@ def relu(xp, x):
             or x.dtype.kind != "f":
         return xp.maximum(x, 0)
     zeros = _zeros(x.size, x.dtype).reshape(x.shape)
-    cuts = _cuts(x)
-    if cuts is None:
+    parts = _cuts(x)
+    if parts is None:
         return np.maximum(x, zeros)
     y = np.empty_like(x)
-    _batch_parts.run(lambda i: np.maximum(x[cuts[i]], zeros[cuts[i]], out=y[cuts[i]]),
-                     len(cuts), blas=False)
+    _batch_parts.each(parts, lambda s: np.maximum(x[s], zeros[s], out=y[s]))
     return y
 
 
 def relu_grad(xp, g, y):
     """The gradient ``g * (y > 0)`` of a ReLU whose output is ``y``."""
-    cuts = _cuts(y) if xp is np and g.flags.c_contiguous and y.flags.c_contiguous else None
-    if cuts is None:
+    parts = _cuts(y) if xp is np and g.flags.c_contiguous and y.flags.c_contiguous else None
+    if parts is None:
         return g * (y > 0)
     gx = np.empty(g.shape, g.dtype)
-    _batch_parts.run(lambda i: np.multiply(g[cuts[i]], y[cuts[i]] > 0, out=gx[cuts[i]]),
-                     len(cuts), blas=False)
+    _batch_parts.each(parts, lambda s: np.multiply(g[s], y[s] > 0, out=gx[s]))
     return gx
 
 
 def _cuts(x) -> list | None:
     """Parts of ``x``'s first axis to run at once, or None for one call."""
-    if x.ndim == 0:
-        return None
-    parts = _batch_parts.count(x.shape[0], x.size, _batch_parts.MIN_PART_ELEMENTS)
-    return None if parts == 1 else _batch_parts.bounds(x.shape[0], parts)
+    return None if x.ndim == 0 else _batch_parts.cuts(x.shape[0], x.size)
 
 
 def _zeros(n: int, dtype) -> np.ndarray:

@@ -30,25 +30,14 @@ def _cuts(xp, rows) -> list | None:
     """Parts of the leading axis of ``rows`` (lead, C, L) over which the elementwise passes
     run at once on threads (see :mod:`.._batch_parts`), or None for one pass over all. The
     per-channel sums stay whole: each value is computed as without parts, to the bit."""
-    if xp is not np:
-        return None
-    parts = _batch_parts.count(rows.shape[0], rows.size, _batch_parts.MIN_PART_ELEMENTS)
-    return None if parts == 1 else _batch_parts.bounds(rows.shape[0], parts)
-
-
-def _each(cuts: list | None, fn) -> None:
-    """``fn(rows)`` over each part of ``cuts`` at once, or once over all rows."""
-    if cuts is None:
-        fn(slice(None))
-    else:
-        _batch_parts.run(lambda i: fn(cuts[i]), len(cuts), blas=False)
+    return _batch_parts.cuts(rows.shape[0], rows.size) if xp is np else None
 
 
 def _centred(xp, rows, mean, cuts):
     """``rows - mean`` per channel, into a new array."""
     out = xp.empty_like(rows)
     per = _per_channel(xp, mean, rows)
-    _each(cuts, lambda s: xp.subtract(rows[s], per, out=out[s]))
+    _batch_parts.each(cuts, lambda s: xp.subtract(rows[s], per, out=out[s]))
     return out
 
 
@@ -166,7 +155,7 @@ class BatchNorm(Op):
             xp.multiply(centred[s], scale, out=y[s])
             y[s] += shift
 
-        _each(cuts, normalised)
+        _batch_parts.each(cuts, normalised)
         y = y.reshape(x.shape) if y.dtype == x.dtype else y.astype(x.dtype).reshape(x.shape)
         # backward reads the centred data (as rows), which takes the input's place in memory
         return [y, mean, inv_std], (centred, inv_std, batch_stats)
@@ -203,7 +192,7 @@ class BatchNorm(Op):
             else:  # moving statistics are constants
                 def part(s):
                     xp.multiply(g[s], scale, out=gx[s])
-            _each(_cuts(xp, g), part)
+            _batch_parts.each(_cuts(xp, g), part)
             if gx.dtype != out_grads[0].dtype:
                 gx = gx.astype(out_grads[0].dtype)
             gx = gx.reshape(out_grads[0].shape)

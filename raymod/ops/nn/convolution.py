@@ -373,8 +373,8 @@ class Convolution(Op):
         route = self._route(xp, x.shape)
         out = route.out
         if route.numba_depthwise:
-            y = _depthwise_numba.forward(x, w)
-            return self._biased(y, bias), None
+            y, padded = _depthwise_numba.forward(x, w)
+            return self._biased(y, bias), (padded if is_train else None)
         if route.depthwise_rows:
             # nothing kept for backward: see _depthwise_rows
             y = _depthwise_rows.forward(x, w, self.dilate_, self.pad_)
@@ -497,7 +497,7 @@ class Convolution(Op):
         route = self._route(xp, x.shape)
         out = route.out
         if route.numba_depthwise:
-            dx, dw = _depthwise_numba.backward(gy, x, w, need_grad[0], need_grad[1])
+            dx, dw = _depthwise_numba.backward(gy, x, w, need_grad[0], need_grad[1], saved)
             if dw is not None and into[1] is not None:
                 into[1][...] = dw
                 dw = into[1]
